@@ -1,0 +1,23 @@
+"""build: lower a schedule and compile it for a target into a callable function."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from .ir.lower import lower
+from .schedules.schedule import Schedule
+from .te.tensor import Tensor
+
+TARGETS = ("llvm", "cuda")
+
+
+def build(s: Schedule, args: Sequence[Tensor], target: str = "llvm", name: str = "main") -> Any:
+    """Compile `s` into a function called with arrays in the order of `args` (outputs written in place)."""
+    kind = str(target).split()[0] if target else ""
+    if kind not in TARGETS:
+        raise ValueError(f"unknown target {target!r}; expected one of {TARGETS}")
+    func = lower(s, args, name=name)
+    if kind == "cuda":
+        raise ValueError("target 'cuda' is not available yet in this build of autotune; use target='llvm'")
+    from .codegen import build_module
+
+    return build_module(func)

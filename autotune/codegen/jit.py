@@ -1,0 +1,131 @@
+"""Compiling LLVM IR for the host: target machine, O3 (new pass manager), MCJIT, target key.
+
+Only compilation lives here; what the IR says is `llvm.py`'s business and how it is called is
+`module.py`'s.
+"""
+from __future__ import annotations
+
+import ctypes.util
+import functools
+import os
+from dataclasses import dataclass
+
+import llvmlite.binding as llvm
+
+from ..errors import BuildError
+
+# CPU features that change the code LLVM generates for our kernels (vector width, FMA, dot
+# products, half/bfloat conversion). Only these enter the target key, so unrelated flags
+# (rdrnd, sha, ...) do not split the tuning database.
+_KEY_FEATURES = (
+    "sse4.2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512dq",
+    "avx512cd", "avx512vnni", "avx512bf16", "avx512fp16", "avxvnni", "amx-tile", "amx-bf16",
+    "amx-int8", "neon", "fullfp16", "dotprod", "i8mm", "bf16", "sve", "sve2",
+)
+
+
+@dataclass(frozen=True)
+class _Host:
+    machine: llvm.TargetMachine   # for the optimizer and assembly text; never given to an engine
+    triple: str
+    cpu: str
+    flat_features: str
+    features: dict[str, bool]
+    openmp: bool        # libgomp loaded: PARALLEL loops can be launched with GOMP_parallel
+
+    def new_machine(self) -> llvm.TargetMachine:
+        """A target machine for the host: opt level 3, host CPU and all its features."""
+        return llvm.Target.from_triple(self.triple).create_target_machine(
+            cpu=self.cpu, features=self.flat_features, opt=3, codemodel="jitdefault", jit=True)
+
+
+@functools.cache
+def host() -> _Host:
+    """The host description, made once (initializes LLVM's native target and loads libgomp)."""
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    try:
+        features = llvm.get_host_cpu_features()
+        flat, enabled = features.flatten(), {k: bool(v) for k, v in features.items()}
+    except RuntimeError:   # some hosts cannot report features: the CPU name alone decides
+        flat, enabled = "", {}
+    triple, cpu = llvm.get_process_triple(), llvm.get_host_cpu_name()
+    machine = llvm.Target.from_triple(triple).create_target_machine(
+        cpu=cpu, features=flat, opt=3, codemodel="jitdefault", jit=True)
+    return _Host(machine, triple, cpu, flat, enabled, _load_openmp())
+
+
+def _load_openmp() -> bool:
+    for name in (ctypes.util.find_library("gomp"), "libgomp.so.1"):
+        if not name:
+            continue
+        try:
+            llvm.load_library_permanently(name)
+            return True
+        except RuntimeError:
+            continue
+    return False
+
+
+def target_key() -> str:
+    """The string the tuning database and the kernel cache key on for this host:
+    "llvm -mcpu=<cpu> -features=<enabled features that matter, sorted> -cores=<n>"."""
+    h = host()
+    feats = ",".join(sorted(f for f in _KEY_FEATURES if h.features.get(f)))
+    return f"llvm -mcpu={h.cpu} -features={feats} -cores={os.cpu_count() or 1}"
+
+
+def triple_and_layout() -> tuple[str, str]:
+    """What the emitted module should declare, so the optimizer sees the real target."""
+    tm = host().machine
+    return tm.triple, str(tm.target_data)
+
+
+def has_openmp() -> bool:
+    return host().openmp
+
+
+@dataclass
+class Compiled:
+    """A finalized MCJIT engine (owns the machine code) and the optimized module's IR text."""
+
+    engine: llvm.ExecutionEngine
+    address: int
+    optimized_ir: str
+
+    def global_address(self, name: str) -> int:
+        return self.engine.get_global_value_address(name)
+
+
+def optimize(module: llvm.ModuleRef) -> None:
+    """O3 through the new pass manager, with loop and SLP vectorization on."""
+    tm = host().machine
+    options = llvm.create_pipeline_tuning_options(speed_level=3)
+    options.loop_vectorization = True
+    options.slp_vectorization = True
+    builder = llvm.create_pass_builder(tm, options)
+    builder.getModulePassManager().run(module, builder)
+
+
+def compile_ir(ir_text: str, entry: str) -> Compiled:
+    """parse -> verify -> O3 -> MCJIT -> finalize; the address of function `entry`."""
+    host()
+    try:
+        module = llvm.parse_assembly(ir_text)
+        module.verify()
+    except RuntimeError as exc:
+        raise BuildError(f"llvm rejected the generated IR for {entry}: {exc}") from exc
+    optimize(module)
+    optimized = str(module)
+    # an MCJIT engine owns (and frees) its target machine, so each gets its own
+    engine = llvm.create_mcjit_compiler(module, host().new_machine())
+    engine.finalize_object()
+    address = engine.get_function_address(entry)
+    if not address:
+        raise BuildError(f"function {entry} not found after compilation")
+    return Compiled(engine, address, optimized)
+
+
+def assembly(ir_text: str) -> str:
+    """Host assembly for (optimized) IR text: parsed afresh, since the engine owns its module."""
+    return host().machine.emit_assembly(llvm.parse_assembly(ir_text))

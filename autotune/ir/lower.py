@@ -1,0 +1,38 @@
+"""Lowering: schedule -> loop-nest IR. This file is the compiler's table of contents.
+
+Set AUTOTUNE_DEBUG=1 to print the IR after every step.
+"""
+from __future__ import annotations
+
+import os
+from typing import Sequence
+
+from ..schedules.schedule import Schedule
+from ..te.tensor import Tensor
+from .infer_bound import BoundInference
+from .nodes import PrimFunc, Stmt
+from .passes.simplify import simplify
+from .passes.unroll import unroll_loops
+from .passes.verify import verify
+from .passes.vectorize import vectorize_loops
+from .schedule_ops import NestBuilder, param_buffers
+
+
+def _after(step: str, body: Stmt) -> Stmt:
+    if os.environ.get("AUTOTUNE_DEBUG") == "1":
+        print(f"# ---- after {step}\n{body}\n")
+    return body
+
+
+def lower(s: Schedule, args: Sequence[Tensor], name: str = "main") -> PrimFunc:
+    """Lower a schedule to a PrimFunc whose parameters are `args`' buffers, in order."""
+    if not isinstance(s, Schedule):
+        raise TypeError(f"lower expects a Schedule (te.create_schedule), got {type(s).__name__}")
+    params, order, outputs = param_buffers(s, list(args))            # argument buffers, checked
+    bounds = BoundInference(s)                                       # regions for compute_at, extents
+    body = _after("build", NestBuilder(s, bounds, params).build())  # loops, guards, flat accesses
+    body = _after("simplify", simplify(body))                       # fold index math, drop proven guards
+    body = _after("vectorize", vectorize_loops(body))               # vector loops -> Ramp/Broadcast lanes
+    body = _after("unroll", unroll_loops(body))                     # unrolled loops -> body copies
+    body = _after("simplify", simplify(body))                       # fold what unrolling exposed
+    return verify(PrimFunc(name, tuple(order), body, {"outputs": outputs}))  # invariants of the loop IR

@@ -1,0 +1,334 @@
+"""The simplifier: a table of small rewrite rules applied bottom-up to a fixed point.
+
+Each rule takes a node and the constant ranges of the variables in scope and returns a
+replacement or None. Integer sums are kept in a canonical linear form (terms with coefficients
+plus a constant) so index arithmetic from split/fuse folds away; interval bounds turn guards
+that always hold into constants. Float arithmetic is only constant-folded: reassociating it
+would change results.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+from ...te.expr import (And, Binary, BinOp, Cast, CmpOp, Compare, Const, Expr, Not, Or, Select,
+                        Var, const)
+from ...te.traversal import substitute, transform
+from ..bounds import Interval, const_bound
+from ..nodes import Allocate, Broadcast, For, ForKind, IfThenElse, Let, Load, Seq, Stmt, Store, seq
+
+Ranges = dict[Var, Interval]
+MAX_SWEEPS = 8
+
+
+def _is_int(e: Expr) -> bool:
+    return e.dtype in ("int32", "int64") and e.lanes == 1
+
+
+def _c(e: Expr) -> Any:
+    return e.value if type(e) is Const else None
+
+
+# -- canonical linear forms of integer expressions -------------------------------------------
+def _key(e: Expr) -> Any:
+    """A structural key: equal for structurally equal expressions, variables by identity."""
+    if type(e) is Var:
+        return id(e)
+    if type(e) is Const:
+        return (e.value, e.dtype)
+    if type(e) is Binary:
+        return (e.op, _key(e.a), _key(e.b))
+    return id(e)
+
+
+def linear(e: Expr) -> tuple[dict[Any, list], int]:
+    """e as {key: [term, coeff]} and a constant: sum(coeff * term) + const."""
+    terms: dict[Any, list] = {}
+    c0 = 0
+
+    def add(x: Expr, k: int) -> None:
+        nonlocal c0
+        if type(x) is Const:
+            c0 += k * x.value
+        elif type(x) is Binary and x.op is BinOp.ADD:
+            add(x.a, k)
+            add(x.b, k)
+        elif type(x) is Binary and x.op is BinOp.SUB:
+            add(x.a, k)
+            add(x.b, -k)
+        elif type(x) is Binary and x.op is BinOp.MUL and type(x.b) is Const:
+            add(x.a, k * x.b.value)
+        elif type(x) is Binary and x.op is BinOp.MUL and type(x.a) is Const:
+            add(x.b, k * x.a.value)
+        else:
+            slot = terms.setdefault(_key(x), [x, 0])
+            slot[1] += k
+
+    add(e, 1)
+    return {k: v for k, v in terms.items() if v[1] != 0}, c0
+
+
+def from_linear(terms: dict[Any, list], c0: int, dtype: str) -> Expr:
+    out: Expr | None = None
+    for term, k in terms.values():
+        mag = term if abs(k) == 1 else Binary(BinOp.MUL, term, Const(abs(k), dtype))
+        if out is None:
+            out = mag if k > 0 else Binary(BinOp.SUB, Const(0, dtype), mag)
+        else:
+            out = Binary(BinOp.ADD if k > 0 else BinOp.SUB, out, mag)
+    if out is None:
+        return Const(c0, dtype)
+    if c0 > 0:
+        return Binary(BinOp.ADD, out, Const(c0, dtype))
+    if c0 < 0:
+        return Binary(BinOp.SUB, out, Const(-c0, dtype))
+    return out
+
+
+# -- rules ---------------------------------------------------------------------------------------
+_FOLD: dict[BinOp, Callable[[Any, Any], Any]] = {
+    BinOp.ADD: lambda a, b: a + b, BinOp.SUB: lambda a, b: a - b, BinOp.MUL: lambda a, b: a * b,
+    BinOp.DIV: lambda a, b: a / b if b != 0 else None, BinOp.FLOORDIV: lambda a, b: a // b if b != 0 else None,
+    BinOp.FLOORMOD: lambda a, b: a % b if b != 0 else None, BinOp.MAX: max, BinOp.MIN: min,
+}
+_CMP: dict[CmpOp, Callable[[Any, Any], bool]] = {
+    CmpOp.LT: lambda a, b: a < b, CmpOp.LE: lambda a, b: a <= b, CmpOp.GT: lambda a, b: a > b,
+    CmpOp.GE: lambda a, b: a >= b, CmpOp.EQ: lambda a, b: a == b, CmpOp.NE: lambda a, b: a != b,
+}
+
+
+def fold_binary(e: Binary, r: Ranges) -> Expr | None:
+    # c1 op c2 -> c
+    a, b = _c(e.a), _c(e.b)
+    if a is None or b is None or e.lanes != 1:
+        return None
+    v = _FOLD[e.op](a, b)
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return None
+    return const(v, e.dtype)
+
+
+def identities(e: Binary, r: Ranges) -> Expr | None:
+    a, b, op = _c(e.a), _c(e.b), e.op
+    if op is BinOp.ADD and b == 0 and e.b.lanes == 1:
+        return e.a                                      # x + 0 -> x
+    if op is BinOp.ADD and a == 0 and e.a.lanes == 1:
+        return e.b                                      # 0 + x -> x
+    if op is BinOp.SUB and b == 0 and e.b.lanes == 1:
+        return e.a                                      # x - 0 -> x
+    if op is BinOp.MUL and b == 1 and e.b.lanes == 1:
+        return e.a                                      # x * 1 -> x
+    if op is BinOp.MUL and a == 1 and e.a.lanes == 1:
+        return e.b                                      # 1 * x -> x
+    if op is BinOp.DIV and b == 1 and e.b.lanes == 1:
+        return e.a                                      # x / 1 -> x
+    if op is BinOp.FLOORDIV and b == 1:
+        return e.a                                      # x // 1 -> x
+    if op is BinOp.FLOORMOD and b == 1:
+        return Const(0, e.dtype)                        # x % 1 -> 0
+    if op is BinOp.MUL and _is_int(e) and (a == 0 or b == 0):
+        return Const(0, e.dtype)                        # x * 0 -> 0   (ints only: NaN * 0 is NaN)
+    return None
+
+
+def canonical_sum(e: Binary, r: Ranges) -> Expr | None:
+    # (x + c1) + c2 -> x + (c1+c2);  x*4 - x*4 + y -> y;  (x*2)*3 -> x*6
+    if e.op not in (BinOp.ADD, BinOp.SUB, BinOp.MUL) or not _is_int(e):
+        return None
+    terms, c0 = linear(e)
+    out = from_linear(terms, c0, e.dtype)
+    return None if _key(out) == _key(e) else out
+
+
+def div_mod(e: Binary, r: Ranges) -> Expr | None:
+    # (c*q*x + y) // c -> q*x + y // c  and  (c*q*x + y) % c -> y % c;  y // c -> k when y in [k*c, (k+1)*c)
+    c = _c(e.b)
+    if e.op not in (BinOp.FLOORDIV, BinOp.FLOORMOD) or not _is_int(e) or c is None or c <= 0:
+        return None
+    terms, c0 = linear(e.a)
+    whole = {k: [t, q // c] for k, (t, q) in terms.items() if q % c == 0}
+    rest = {k: v for k, v in terms.items() if k not in whole}
+    rest_expr = from_linear(rest, c0, e.dtype)
+    bound = const_bound(rest_expr, r)
+    if bound is None or bound[0] // c != bound[1] // c:
+        if not whole:
+            return None
+        q = Binary(e.op, rest_expr, e.b)                # pull the divisible terms out
+        if e.op is BinOp.FLOORMOD:
+            return q
+        return Binary(BinOp.ADD, from_linear(whole, 0, e.dtype), q)
+    k = bound[0] // c
+    if e.op is BinOp.FLOORMOD:
+        return from_linear(rest, c0 - k * c, e.dtype)
+    return from_linear(whole, k, e.dtype)
+
+
+def nested_div(e: Binary, r: Ranges) -> Expr | None:
+    # (x // a) // b -> x // (a*b)   for a, b > 0
+    if e.op is not BinOp.FLOORDIV or type(e.a) is not Binary or e.a.op is not BinOp.FLOORDIV:
+        return None
+    a, b = _c(e.a.b), _c(e.b)
+    if a is None or b is None or a <= 0 or b <= 0:
+        return None
+    return Binary(BinOp.FLOORDIV, e.a.a, Const(a * b, e.dtype))
+
+
+def min_max_bounds(e: Binary, r: Ranges) -> Expr | None:
+    # min(x, y) -> x when x - y <= 0 always;  max(x, y) -> x when x - y >= 0 always
+    if e.op not in (BinOp.MIN, BinOp.MAX) or not _is_int(e):
+        return None
+    terms, c0 = linear(Binary(BinOp.SUB, e.a, e.b))
+    d = const_bound(from_linear(terms, c0, e.dtype), r)
+    if d is None:
+        return None
+    if e.op is BinOp.MIN:
+        return e.a if d[1] <= 0 else e.b if d[0] >= 0 else None
+    return e.a if d[0] >= 0 else e.b if d[1] <= 0 else None
+
+
+def fold_compare(e: Compare, r: Ranges) -> Expr | None:
+    # c1 < c2 -> true/false;  x < c -> true when max(x) < c (interval bounds)
+    if e.lanes != 1:
+        return None
+    a, b = _c(e.a), _c(e.b)
+    if a is not None and b is not None:
+        return Const(_CMP[e.op](a, b), "bool")
+    if not _is_int(e.a):
+        return None
+    terms, c0 = linear(Binary(BinOp.SUB, e.a, e.b))
+    bound = const_bound(from_linear(terms, c0, e.a.dtype), r)
+    if bound is None:
+        return None
+    lo, hi = bound
+    if _CMP[e.op](lo, 0) and _CMP[e.op](hi, 0) and e.op is not CmpOp.NE and e.op is not CmpOp.EQ:
+        return Const(True, "bool")
+    if not _CMP[e.op](lo, 0) and not _CMP[e.op](hi, 0) and e.op in (CmpOp.LT, CmpOp.LE, CmpOp.GT, CmpOp.GE):
+        return Const(False, "bool")
+    if lo == hi:
+        return Const(_CMP[e.op](lo, 0), "bool")
+    return None
+
+
+def fold_logic(e: Expr, r: Ranges) -> Expr | None:
+    # true && x -> x;  false && x -> false;  true || x -> true;  !true -> false
+    if type(e) is Not:
+        v = _c(e.a)
+        return None if v is None else Const(not v, "bool")
+    a, b = _c(e.a), _c(e.b)
+    if type(e) is And:
+        if a is False or b is False:
+            return Const(False, "bool")
+        return e.b if a is True else e.a if b is True else None
+    if a is True or b is True:
+        return Const(True, "bool")
+    return e.b if a is False else e.a if b is False else None
+
+
+def _truth(e: Expr | None) -> Any:
+    """The constant truth of a condition (scalar or broadcast), or None."""
+    if type(e) is Broadcast:
+        e = e.value
+    return _c(e) if e is not None else None
+
+
+def fold_load_predicate(e: Load, r: Ranges) -> Expr | None:
+    # A[i if true] -> A[i]
+    return Load(e.buffer, e.index) if e.predicate is not None and _truth(e.predicate) is True else None
+
+
+def fold_select(e: Select, r: Ranges) -> Expr | None:
+    # select(true, x, y) -> x;  select(false, x, y) -> y
+    c = _truth(e.cond)
+    if c is None or e.t.lanes != e.f.lanes:
+        return None
+    return e.t if c else e.f
+
+
+def fold_cast(e: Cast, r: Ranges) -> Expr | None:
+    # int32(3.7) -> 3 (numpy truncates toward zero);  float32(2) -> 2.0;  T(x: T) -> x
+    if e.value.dtype == e.dtype:
+        return e.value
+    v = _c(e.value)
+    if v is None:
+        return None
+    return const(int(v) if e.dtype.startswith("int") else v, e.dtype)
+
+
+RULES: dict[type, list[Callable[[Any, Ranges], Expr | None]]] = {
+    Binary: [fold_binary, identities, canonical_sum, div_mod, nested_div, min_max_bounds],
+    Compare: [fold_compare],
+    And: [fold_logic], Or: [fold_logic], Not: [fold_logic],
+    Select: [fold_select],
+    Cast: [fold_cast],
+    Load: [fold_load_predicate],
+}
+
+
+def _rewrite(n: Any, r: Ranges) -> Any:
+    for rule in RULES.get(type(n), ()):
+        out = rule(n, r)
+        if out is not None:
+            return out
+    return None
+
+
+def simplify_expr(e: Expr, ranges: Ranges | None = None) -> Expr:
+    """Apply the rules bottom-up until nothing changes (at most MAX_SWEEPS sweeps)."""
+    r = ranges or {}
+    for _ in range(MAX_SWEEPS):
+        new = transform(e, lambda n: _rewrite(n, r))
+        if new is e:
+            break
+        e = new
+    return e
+
+
+# -- statements ----------------------------------------------------------------------------------
+def _stmt(s: Stmt, r: Ranges) -> Stmt | None:
+    t = type(s)
+    if t is For:
+        if s.extent == 1 and s.kind is not ForKind.THREAD_BOUND:
+            return _stmt(substitute(s.body, {s.var: Const(0, s.var.dtype)}), r)
+        r[s.var] = (0, s.extent - 1)
+        body = _stmt(s.body, r)
+        del r[s.var]
+        return None if body is None else For(s.var, s.extent, s.kind, body, s.thread)
+    if t is Store:
+        pred = None if s.predicate is None else simplify_expr(s.predicate, r)
+        if _truth(pred) is False:
+            return None
+        return Store(s.buffer, simplify_expr(s.index, r), simplify_expr(s.value, r),
+                     None if _truth(pred) is True else pred)
+    if t is IfThenElse:
+        cond = simplify_expr(s.cond, r)
+        if _c(cond) is not None:
+            return _stmt(s.then_case, r) if _c(cond) else (None if s.else_case is None else _stmt(s.else_case, r))
+        then = _stmt(s.then_case, r)
+        other = None if s.else_case is None else _stmt(s.else_case, r)
+        if then is None and other is None:
+            return None
+        return IfThenElse(cond, then if then is not None else Seq(()), other)
+    if t is Seq:
+        parts = [_stmt(x, r) for x in s.stmts]
+        parts = [p for p in parts if p is not None]
+        return seq(*parts) if parts else None
+    if t is Let:
+        value = simplify_expr(s.value, r)
+        if type(value) in (Const, Var):
+            return _stmt(substitute(s.body, {s.var: value}), r)
+        bound = const_bound(value, r)
+        if bound is not None:
+            r[s.var] = bound
+        body = _stmt(s.body, r)
+        r.pop(s.var, None)
+        return None if body is None else Let(s.var, value, body)
+    if t is Allocate:
+        body = _stmt(s.body, r)
+        return None if body is None else Allocate(s.buffer, body)
+    return s
+
+
+def simplify(s: Stmt) -> Stmt:
+    """Simplify every expression of `s` with the ranges of the loops around it; drop dead code."""
+    out = _stmt(s, {})
+    return Seq(()) if out is None else out

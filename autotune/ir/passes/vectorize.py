@@ -1,0 +1,158 @@
+"""Vectorize: a VECTORIZED loop becomes one pass of vector code over `extent` lanes.
+
+The loop variable becomes Ramp(0, 1, lanes); scalars meeting vectors are broadcast; contiguous
+accesses become vector loads and stores. A tail guard on the loop variable (from a split that
+does not divide) is handled by versioning: vector code when every lane passes the guard, the
+original scalar loop otherwise. A loop that cannot be vectorized runs as a scalar loop, with a
+warning that says why.
+"""
+from __future__ import annotations
+
+import warnings
+
+from ...te.expr import (And, Binary, BinOp, Call, Cast, Compare, Const, Expr, Not, Or, Select,
+                        Var)
+from ...te.traversal import substitute, transform, walk
+from ..functor import uses_var
+from ..nodes import (Allocate, Broadcast, Evaluate, For, ForKind, IfThenElse, Let, Load, Ramp, Seq,
+                     Stmt, Store)
+from .simplify import linear
+
+
+class NotVectorizable(Exception):
+    """Raised inside the pass when a loop body has a construct that cannot run as lanes."""
+
+
+def _bcast(e: Expr, lanes: int) -> Expr:
+    return e if e.lanes == lanes else Broadcast(e, lanes)
+
+
+class _Vectorizer:
+    def __init__(self, var: Var, lanes: int) -> None:
+        self.var, self.lanes = var, lanes
+
+    def expr(self, e: Expr) -> Expr:
+        t = type(e)
+        if e is self.var:
+            return Ramp(Const(0, e.dtype), Const(1, e.dtype), self.lanes)
+        if t in (Var, Const):
+            return e
+        if t in (Ramp, Broadcast) or e.lanes != 1:
+            raise NotVectorizable(f"nested vector expression {e}")
+        if t is Binary:
+            return self._binary(e.op, self.expr(e.a), self.expr(e.b))
+        if t is Load:
+            idx = self.expr(e.index)
+            pred = None if e.predicate is None else self.expr(e.predicate)
+            if idx.lanes == 1 and (pred is None or pred.lanes == 1):
+                return Load(e.buffer, idx, pred)
+            return Load(e.buffer, _bcast(idx, self.lanes), None if pred is None else _bcast(pred, self.lanes))
+        if t in (Compare, And, Or):
+            a, b = self.expr(e.a), self.expr(e.b)
+            n = max(a.lanes, b.lanes)
+            return type(e)(e.op, _bcast(a, n), _bcast(b, n)) if t is Compare else t(_bcast(a, n), _bcast(b, n))
+        if t is Not:
+            return Not(self.expr(e.a))
+        if t is Select:
+            parts = [self.expr(x) for x in (e.cond, e.t, e.f)]
+            n = max(p.lanes for p in parts)
+            return Select(*(_bcast(p, n) for p in parts))
+        if t is Call:
+            args = [self.expr(a) for a in e.args]
+            n = max(a.lanes for a in args)
+            return Call(e.fn, tuple(_bcast(a, n) for a in args), e.dtype)
+        if t is Cast:
+            return Cast(e.dtype, self.expr(e.value))
+        raise NotVectorizable(f"unsupported expression {type(e).__name__}")
+
+    def _binary(self, op: BinOp, a: Expr, b: Expr) -> Expr:
+        n = max(a.lanes, b.lanes)
+        if n == 1:
+            return Binary(op, a, b)
+        ra, rb = type(a) is Ramp, type(b) is Ramp
+        if op in (BinOp.ADD, BinOp.SUB) and (ra or a.lanes == 1) and (rb or b.lanes == 1):
+            base_a, stride_a = (a.base, a.stride) if ra else (a, Const(0, a.dtype))
+            base_b, stride_b = (b.base, b.stride) if rb else (b, Const(0, b.dtype))
+            return Ramp(Binary(op, base_a, base_b), Binary(op, stride_a, stride_b), n)
+        if op is BinOp.MUL and ra and b.lanes == 1:
+            return Ramp(Binary(op, a.base, b), Binary(op, a.stride, b), n)
+        if op is BinOp.MUL and rb and a.lanes == 1:
+            return Ramp(Binary(op, a, b.base), Binary(op, a, b.stride), n)
+        return Binary(op, _bcast(a, n), _bcast(b, n))
+
+    def stmt(self, s: Stmt) -> Stmt:
+        t = type(s)
+        if t is Store:
+            idx, val = self.expr(s.index), self.expr(s.value)
+            pred = None if s.predicate is None else self.expr(s.predicate)
+            if idx.lanes == 1:
+                raise NotVectorizable(f"store to {s.buffer.name}[{s.index}] is the same element in every lane")
+            return Store(s.buffer, idx, _bcast(val, self.lanes), None if pred is None else _bcast(pred, self.lanes))
+        if t is For:
+            if s.kind not in (ForKind.SERIAL, ForKind.UNROLLED):
+                raise NotVectorizable(f"inner loop {s.var.name} is {s.kind.value}")
+            return For(s.var, s.extent, s.kind, self.stmt(s.body), s.thread)
+        if t is IfThenElse:
+            if uses_var(s.cond, self.var):
+                raise NotVectorizable(f"condition {s.cond} depends on the lane")
+            return IfThenElse(s.cond, self.stmt(s.then_case), None if s.else_case is None else self.stmt(s.else_case))
+        if t is Seq:
+            return Seq(tuple(self.stmt(x) for x in s.stmts))
+        if t is Let:
+            if uses_var(s.value, self.var):
+                raise NotVectorizable(f"let {s.var.name} depends on the lane")
+            return Let(s.var, s.value, self.stmt(s.body))
+        if t is Evaluate and not uses_var(s, self.var):
+            return s
+        if t is Allocate:
+            raise NotVectorizable(f"allocation of {s.buffer.name} inside the loop (one per lane)")
+        raise NotVectorizable(f"unsupported statement {t.__name__}")
+
+
+def _is_convex_guard(cond: Expr, var: Var) -> bool:
+    """A conjunction of comparisons linear in `var`: true at both ends of a range => true inside."""
+    if type(cond) is And:
+        return _is_convex_guard(cond.a, var) and _is_convex_guard(cond.b, var)
+    if type(cond) is not Compare or cond.a.dtype not in ("int32", "int64"):
+        return False
+    terms, _ = linear(Binary(BinOp.SUB, cond.a, cond.b))
+    return all(key == id(var) or not uses_var(term, var) for key, (term, _) in terms.items())
+
+
+def _bound_inside(body: Stmt) -> set[Var]:
+    out: set[Var] = set()
+    walk(body, lambda n: out.add(n.var) if isinstance(n, (For, Let)) else None)
+    return out
+
+
+def vectorize_loop(loop: For) -> Stmt:
+    v, n = loop.var, loop.extent
+    guards: list[Expr] = []
+    inner_vars = _bound_inside(loop.body)
+
+    def strip(node: object) -> Stmt | None:
+        if isinstance(node, IfThenElse) and node.else_case is None and uses_var(node.cond, v):
+            if not _is_convex_guard(node.cond, v) or any(uses_var(node.cond, x) for x in inner_vars):
+                raise NotVectorizable(f"condition {node.cond} depends on the lane")
+            guards.append(node.cond)
+            return node.then_case
+        return None
+
+    try:
+        body = _Vectorizer(v, n).stmt(transform(loop.body, strip))
+    except NotVectorizable as why:
+        warnings.warn(f"loop {v.name} runs as a scalar loop, not vectorized: {why}", stacklevel=2)
+        return For(v, n, ForKind.SERIAL, loop.body, loop.thread)
+    if not guards:
+        return body
+    all_lanes: Expr | None = None
+    for g in guards:
+        for end in (0, n - 1):
+            c = substitute(g, {v: Const(end, v.dtype)})
+            all_lanes = c if all_lanes is None else And(all_lanes, c)
+    return IfThenElse(all_lanes, body, For(v, n, ForKind.SERIAL, loop.body, loop.thread))
+
+
+def vectorize_loops(s: Stmt) -> Stmt:
+    """Vectorize every VECTORIZED loop, innermost first."""
+    return transform(s, lambda n: vectorize_loop(n) if isinstance(n, For) and n.kind is ForKind.VECTORIZED else None)

@@ -1,0 +1,227 @@
+"""Build the loop nests of a schedule (TVM's ScheduleOps + MakeLoopNest + MakeReduction).
+
+Each non-inline stage becomes a loop nest over its leaf axes; root axes are recovered from the
+leaves through the split/fuse relations; a tail that does not divide gets a guard at the
+outermost loop where its variables are all bound. Stages attached with compute_at are built at
+their attach loop with a buffer the size of the inferred region. Tensor reads become flat
+buffer loads; reads inside an if_then_else branch are predicated so they never go out of bounds.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from ..errors import ScheduleError
+from ..schedules.schedule import Schedule, Stage
+from ..te.expr import (And, Binary, BinOp, Const, Expr, IterVar, Not, Reduce, Select, TensorLoad, Var,
+                       const)
+from ..te.tensor import ComputeOp, PlaceholderOp, Tensor
+from ..te.traversal import substitute, transform
+from .bounds import const_bound
+from .functor import uses_var
+from .infer_bound import BoundInference, pass_up
+from .nodes import Allocate, Buffer, For, ForKind, IfThenElse, Load, Stmt, Store, seq
+
+_KINDS = {"serial": ForKind.SERIAL, "vectorize": ForKind.VECTORIZED, "unroll": ForKind.UNROLLED,
+          "parallel": ForKind.PARALLEL, "bind": ForKind.THREAD_BOUND}
+
+
+_INT_LIMITS = {"int8": (-2**7, 2**7 - 1), "int32": (-2**31, 2**31 - 1), "int64": (-2**63, 2**63 - 1)}
+
+
+def reduce_identity(combiner: str, dtype: str) -> Const:
+    """The value a reduction starts from: 0 for sum, the lowest value for max, the highest for min."""
+    if combiner == "sum":
+        return const(0, dtype)
+    lo, hi = (float("-inf"), float("inf")) if dtype.startswith("float") else _INT_LIMITS[dtype]
+    return const(lo if combiner == "max" else hi, dtype)
+
+
+def combine(combiner: str, acc: Expr, value: Expr) -> Expr:
+    if combiner == "sum":
+        return acc + value
+    return Binary(BinOp.MAX if combiner == "max" else BinOp.MIN, acc, value)
+
+
+def _flat(shape: Sequence[int], indices: Sequence[Expr]) -> Expr:
+    index: Expr = Const(0, "int32")
+    for n, i in zip(shape, indices):
+        index = index * n + i
+    return index
+
+
+def _predicate_loads(e: Expr, cond: Expr) -> Expr:
+    def post(n: object) -> Expr | None:
+        if isinstance(n, Load):
+            return Load(n.buffer, n.index, cond if n.predicate is None else And(n.predicate, cond))
+        return None
+
+    return transform(e, post)
+
+
+class NestBuilder:
+    """Turns a schedule with inferred bounds into one statement over the argument buffers."""
+
+    def __init__(self, schedule: Schedule, bounds: BoundInference, params: dict[int, Buffer]) -> None:
+        self.schedule = schedule
+        self.bounds = bounds
+        self.buffers: dict[int, Buffer] = dict(params)
+        self.params = set(params.values())
+        self.offsets: dict[int, list[Expr]] = {}
+        for st in schedule.stages:
+            if id(st) not in bounds.ranges:
+                continue
+            op: ComputeOp = st.op  # type: ignore[assignment]
+            rng = bounds.ranges[id(st)]
+            if st.attach == "scope":
+                shape = tuple(rng[iv].extent for iv in op.axis)
+                scope = "local" if st.scope == "global" else st.scope
+                self.buffers[id(st)] = Buffer(st.name, shape, op.dtype, scope)
+                self.offsets[id(st)] = [rng[iv].min for iv in op.axis]
+            elif id(st) not in self.buffers:
+                self.buffers[id(st)] = Buffer(st.name, op.shape, op.dtype, st.scope)
+
+    def build(self) -> Stmt:
+        roots = [st for st in self.schedule.stages if id(st) in self.bounds.ranges and st.attach == "root"]
+        body = seq(*(self.stage_nest(st) for st in roots))
+        for st in reversed(roots):
+            buf = self.buffers[id(st)]
+            if buf not in self.params:
+                body = Allocate(buf, body)
+        return body
+
+    # -- accesses -------------------------------------------------------------------------------
+    def access(self, expr: Expr) -> Expr:
+        """Tensor reads -> flat loads of the producing stage's buffer; if_then_else reads predicated."""
+
+        def post(n: object) -> Expr | None:
+            if isinstance(n, TensorLoad):
+                st = self.schedule[n.tensor]
+                buf = self.buffers.get(id(st))
+                if buf is None:
+                    raise ScheduleError(f"tensor {n.tensor.name} is read but is neither in args nor computed")
+                offs = self.offsets.get(id(st))
+                idx = n.indices if offs is None else [i - o for i, o in zip(n.indices, offs)]
+                return Load(buf, _flat(buf.shape, idx))
+            if isinstance(n, Select):
+                return Select(n.cond, _predicate_loads(n.t, n.cond), _predicate_loads(n.f, Not(n.cond)))
+            return None
+
+        return transform(expr, post)
+
+    # -- one stage --------------------------------------------------------------------------------
+    def stage_nest(self, st: Stage) -> Stmt:
+        op: ComputeOp = st.op  # type: ignore[assignment]
+        ext = self.bounds.extents[id(st)]
+        rng = self.bounds.ranges[id(st)]
+        leaves = list(st.leaf_iter_vars)
+        offset = pass_up(st, ext, {iv: iv.var for iv in leaves})
+        subst = {iv.var: rng[iv].min + offset[iv] for iv in rng}
+        buf = self.buffers[id(st)]
+        out_index = _flat(buf.shape, [offset[iv] for iv in op.axis])
+        guards = self._guards(st, offset, ext, rng)
+        body = substitute(self.bounds.body(st), subst)
+        if not isinstance(body, Reduce):
+            store = Store(buf, out_index, self.access(body))
+            return self._loops(st, leaves, [iv.var for iv in leaves], store, guards, with_top=True)
+        return self._reduction(st, leaves, body, buf, out_index, guards)
+
+    def _guards(self, st: Stage, offset: dict[IterVar, Expr], ext: dict[IterVar, int],
+                rng: dict) -> list[Expr]:
+        leaf_ranges = {iv.var: (0, ext[iv] - 1) for iv in st.leaf_iter_vars}
+        conds: list[Expr] = []
+        for iv, r in rng.items():
+            b = const_bound(offset[iv], leaf_ranges)
+            if b is None or b[1] > r.extent - 1:
+                conds.append(offset[iv] < r.extent)               # split tail
+            if st.attach == "scope" and iv.kind == "data":
+                conds.append(r.min + offset[iv] < iv.dom_min + iv.extent)   # region past the tensor
+                conds.append(r.min + offset[iv] >= iv.dom_min)
+        return conds
+
+    def _reduction(self, st: Stage, leaves: list[IterVar], body: Reduce, buf: Buffer,
+                   out_index: Expr, guards: list[Expr]) -> Stmt:
+        first = next(p for p, iv in enumerate(leaves) if iv.kind == "reduce")
+        common, rest = leaves[:first], leaves[first:]
+        src = self.access(body.source)
+        if body.condition is not None:
+            src = Select(self.access(body.condition), src, reduce_identity(body.combiner, body.dtype))
+        update = Store(buf, out_index, combine(body.combiner, Load(buf, out_index), src))
+        reduce_vars = [iv.var for iv in rest if iv.kind == "reduce"]
+
+        def is_common(g: Expr) -> bool:
+            return not any(uses_var(g, iv.var) for iv in rest)
+
+        update_nest = self._loops(st, rest, [iv.var for iv in rest], update,
+                                  [g for g in guards if not is_common(g)], with_top=False)
+        init_leaves = [iv for iv in rest if iv.kind == "data"]
+        fresh = {iv.var: Var(iv.var.name) for iv in init_leaves}
+        init_guards = [substitute(g, fresh) for g in guards
+                       if not is_common(g) and not any(uses_var(g, v) for v in reduce_vars)]
+        init = Store(buf, substitute(out_index, fresh), reduce_identity(body.combiner, body.dtype))
+        init_nest = self._loops(st, init_leaves, [fresh[iv.var] for iv in init_leaves], init, init_guards,
+                                with_top=False, attach=False)
+        return self._loops(st, common, [iv.var for iv in common], seq(init_nest, update_nest),
+                           [g for g in guards if is_common(g)], with_top=True)
+
+    def _loops(self, st: Stage, leaves: list[IterVar], loop_vars: list[Var], inner: Stmt,
+               guards: list[Expr], with_top: bool, attach: bool = True) -> Stmt:
+        """Loops over `leaves` around `inner`; each guard at the outermost loop binding its vars."""
+        depth = {id(g): max((p for p, v in enumerate(loop_vars) if uses_var(g, v)), default=-1) for g in guards}
+        attached = [a for a in self.schedule.stages if a.attach == "scope" and a.attach_stage is st
+                    and id(a) in self.bounds.ranges] if attach else []
+        ext = self.bounds.extents[id(st)]
+        body = inner
+        for pos in reversed(range(len(leaves))):
+            iv = leaves[pos]
+            body = self._guarded(body, [g for g in guards if depth[id(g)] == pos])
+            body = self._with_attached([a for a in attached if a.attach_ivar is iv], body)
+            attr = st.attr_of(iv)
+            thread = attr.thread.var.name if attr.thread is not None else None
+            body = For(loop_vars[pos], ext[iv], _KINDS[attr.kind], body, thread)
+        top = [g for g in guards if depth[id(g)] == -1]
+        return self._guarded(body, top) if with_top or top else body
+
+    @staticmethod
+    def _guarded(body: Stmt, conds: list[Expr]) -> Stmt:
+        if not conds:
+            return body
+        cond = conds[0]
+        for c in conds[1:]:
+            cond = And(cond, c)
+        return IfThenElse(cond, body)
+
+    def _with_attached(self, stages: list[Stage], body: Stmt) -> Stmt:
+        if not stages:
+            return body
+        out = seq(*(self.stage_nest(a) for a in stages), body)
+        for a in reversed(stages):
+            out = Allocate(self.buffers[id(a)], out)
+        return out
+
+
+def param_buffers(schedule: Schedule, args: Sequence[Tensor]) -> tuple[dict[int, Buffer], list[Buffer], tuple[int, ...]]:
+    """One global buffer per argument; checks args against the schedule (inputs and outputs)."""
+    params: dict[int, Buffer] = {}
+    order: list[Buffer] = []
+    outputs: list[int] = []
+    for pos, t in enumerate(args):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"args[{pos}]: expected a te Tensor, got {type(t).__name__}")
+        if t not in schedule:
+            raise ValueError(f"args[{pos}]: tensor {t.name} is not part of this schedule")
+        st = schedule[t]
+        if id(st) in params:
+            raise ValueError(f"args[{pos}]: tensor {t.name} is passed twice")
+        if isinstance(st.op, ComputeOp) and st.attach != "root":
+            raise ValueError(f"args[{pos}]: tensor {t.name} is {st.attach}d, so it has no buffer of its own")
+        buf = Buffer(t.name, t.shape, t.dtype, "global")
+        params[id(st)] = buf
+        order.append(buf)
+        if isinstance(st.op, ComputeOp):
+            outputs.append(pos)
+    for st in schedule.stages:
+        if st.is_output and id(st) not in params:
+            raise ValueError(f"output {st.name} is missing from args")
+        if isinstance(st.op, PlaceholderOp) and id(st) not in params and schedule.readers(st):
+            raise ValueError(f"input {st.name} is read but missing from args")
+    return params, order, tuple(outputs)

@@ -1,0 +1,118 @@
+"""Tensors and the operations that produce them (placeholder and compute)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .expr import Expr, IterVar, Reduce, TensorLoad, as_expr
+from .traversal import walk
+
+
+class Operation:
+    """Base of operations; each produces one tensor (`output(0)`)."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+    def output(self, index: int = 0) -> Tensor:
+        if index != 0:
+            raise IndexError(f"operation {self.name} has one output, asked for output {index}")
+        return self._tensor  # type: ignore[attr-defined]
+
+    @property
+    def input_tensors(self) -> list[Tensor]:
+        return []
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name}, shape={self.shape}, {self.dtype})"
+
+
+@dataclass(eq=False, repr=False)
+class PlaceholderOp(Operation):
+    """An input tensor supplied by the caller."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+    def __post_init__(self) -> None:
+        self._tensor = Tensor(self, 0)
+
+
+@dataclass(eq=False, repr=False)
+class ComputeOp(Operation):
+    """`out[axis] = body`; the body is an expression of `axis` vars, or a single Reduce.
+
+    axis: one data-parallel IterVar per output dimension. reduce_axis: the Reduce's axes.
+    """
+
+    name: str
+    axis: tuple[IterVar, ...]
+    body: Expr
+    dtype: str = ""
+    reduce_axis: tuple[IterVar, ...] = field(default=())
+    tag: str = ""
+
+    def __post_init__(self) -> None:
+        self.dtype = self.body.dtype
+        self.shape = tuple(iv.extent for iv in self.axis)
+        self.reduce_axis = self.body.axis if isinstance(self.body, Reduce) else ()
+        self._tensor = Tensor(self, 0)
+
+    @property
+    def input_tensors(self) -> list[Tensor]:
+        seen: dict[int, Tensor] = {}
+
+        def visit(n: Any) -> None:
+            if isinstance(n, TensorLoad) and id(n.tensor) not in seen:
+                seen[id(n.tensor)] = n.tensor
+
+        walk(self.body, visit)
+        return list(seen.values())
+
+
+class Tensor:
+    """The output of an operation: index it (`A[i, j]` or `A(i, j)`) to build a load."""
+
+    __slots__ = ("op", "value_index")
+
+    def __init__(self, op: Operation, value_index: int) -> None:
+        self.op = op
+        self.value_index = value_index
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.op.shape
+
+    @property
+    def dtype(self) -> str:
+        return self.op.dtype
+
+    @property
+    def name(self) -> str:
+        return self.op.name
+
+    @property
+    def ndim(self) -> int:
+        return len(self.op.shape)
+
+    def __call__(self, *indices: Any) -> TensorLoad:
+        if len(indices) == 1 and isinstance(indices[0], (tuple, list)):
+            indices = tuple(indices[0])
+        if len(indices) != self.ndim:
+            raise IndexError(f"tensor {self.name} has {self.ndim} dimensions, indexed with {len(indices)}")
+        exprs = tuple(as_expr(i) for i in indices)
+        for e in exprs:
+            if e.dtype not in ("int32", "int64"):
+                raise TypeError(f"index {e} of tensor {self.name} has dtype {e.dtype}; expected an integer")
+        return TensorLoad(self, exprs)
+
+    def __getitem__(self, indices: Any) -> TensorLoad:
+        return self(*indices) if isinstance(indices, tuple) else self(indices)
+
+    def __repr__(self) -> str:
+        return f"Tensor({self.name}, shape={self.shape}, {self.dtype})"
+
+    def __bool__(self) -> bool:
+        return True

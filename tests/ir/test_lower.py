@@ -1,0 +1,94 @@
+"""Lowering: loop structure, tail guards, bound inference for compute_at, verifier errors."""
+import pytest
+
+import autotune
+import autotune.te as te
+from autotune.errors import ScheduleError
+from autotune.ir.nodes import For, ForKind, IfThenElse
+from autotune.ir.functor import walk
+
+
+def _nodes(func, cls):
+    out = []
+    walk(func.body, lambda n: out.append(n) if isinstance(n, cls) else None)
+    return out
+
+
+def _vadd(n=10):
+    A = te.placeholder((n,), name="A")
+    B = te.compute((n,), lambda i: A[i] + 1.0, name="B")
+    return A, B
+
+
+def test_tail_split_produces_a_guard_and_divisible_split_none():
+    A, B = _vadd(10)
+    s = te.create_schedule(B.op)
+    s[B].split(B.op.axis[0], 4)
+    ifs = _nodes(autotune.lower(s, [A, B]), IfThenElse)
+    assert len(ifs) == 1 and "< 10" in str(ifs[0].cond)
+    A, B = _vadd(12)
+    s = te.create_schedule(B.op)
+    s[B].split(B.op.axis[0], 4)
+    assert not _nodes(autotune.lower(s, [A, B]), IfThenElse)
+
+
+def test_printed_ir_reads_as_nested_loops():
+    A, B = _vadd(12)
+    s = te.create_schedule(B.op)
+    xo, xi = s[B].split(B.op.axis[0], 4)
+    s[B].parallel(xo)
+    text = str(autotune.lower(s, [A, B], name="vadd"))
+    assert text.splitlines()[0] == "def vadd(A: float32[12], B: float32[12]):"
+    assert "parallel i.outer in range(3):" in text and "for i.inner in range(4):" in text
+
+
+def test_compute_at_infers_the_region_of_the_attach_loop():
+    A = te.placeholder((20, 30), name="A")
+    B = te.compute((20, 30), lambda i, j: A[i, j] * 2.0, name="B")
+    C = te.compute((20, 28), lambda i, j: B[i, j] + B[i, j + 2], name="C")
+    s = te.create_schedule(C.op)
+    jo, ji = s[C].split(C.op.axis[1], 7)
+    s[B].compute_at(s[C], jo)
+    text = str(autotune.lower(s, [A, C]))
+    assert "allocate B[float32 x 9] in local" in text     # 7 columns + a halo of 2
+
+
+def test_vectorized_tail_is_versioned_not_scalarized():
+    A, B = _vadd(10)
+    s = te.create_schedule(B.op)
+    _, xi = s[B].split(B.op.axis[0], 4)
+    s[B].vectorize(xi)
+    func = autotune.lower(s, [A, B])
+    text = str(func)
+    assert "ramp(" in text                                  # the full chunks run as vectors
+    assert not [f for f in _nodes(func, For) if f.kind is ForKind.VECTORIZED]
+
+
+def test_unroll_copies_the_body():
+    A, B = _vadd(12)
+    s = te.create_schedule(B.op)
+    _, xi = s[B].split(B.op.axis[0], 3)
+    s[B].unroll(xi)
+    func = autotune.lower(s, [A, B])
+    assert [f.extent for f in _nodes(func, For)] == [4]
+
+
+def test_nested_parallel_is_rejected():
+    A = te.placeholder((6, 6), name="A")
+    B = te.compute((6, 6), lambda i, j: A[i, j] + 1.0, name="B")
+    s = te.create_schedule(B.op)
+    s[B].parallel(B.op.axis[0])
+    s[B].parallel(B.op.axis[1])
+    with pytest.raises(ScheduleError, match="nested in parallel loop i"):
+        autotune.lower(s, [A, B])
+
+
+def test_args_are_checked_against_the_schedule():
+    A, B = _vadd()
+    s = te.create_schedule(B.op)
+    with pytest.raises(ValueError, match="output B is missing from args"):
+        autotune.lower(s, [A])
+    with pytest.raises(ValueError, match="input A is read but missing"):
+        autotune.lower(s, [B])
+    with pytest.raises(TypeError, match="expected a te Tensor"):
+        autotune.lower(s, [A, "B"])

@@ -1,0 +1,1 @@
+"""The tuning database (SQLite through SQLAlchemy); filled by the tuning engine."""
