@@ -1,0 +1,300 @@
+"""Config spaces: one object in two modes, as in AutoTVM.
+
+While collecting, a template's `cfg.define_*` calls declare knobs in a `ConfigSpace`; while
+instantiating, the same calls are no-ops on a `ConfigEntity`, and `cfg[name]` is the chosen value
+with an `apply`. A config is one integer (mixed radix over the knobs, first knob fastest) and a
+JSON dict; `index <-> knob indices` is deterministic, so records stay valid across versions as
+long as a template's knobs keep their order.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import random
+from dataclasses import dataclass
+from typing import Any, Iterator, Sequence
+
+from ..errors import InstantiationError, ScheduleError
+from ..te.expr import IterVar
+from .schedule import Schedule, Stage
+
+
+def _extent(axis: IterVar | int) -> int:
+    return axis if isinstance(axis, int) else axis.extent
+
+
+def _stage(s: Schedule, t: Any) -> Stage:
+    return t if isinstance(t, Stage) else s[t]
+
+
+# -- chosen values (what templates apply) --------------------------------------------------------
+@dataclass(frozen=True)
+class SplitEntity:
+    """Factors from outer to inner; the outermost is -1 (whatever remains, with a tail)."""
+
+    size: tuple[int, ...]
+
+    def apply(self, s: Schedule, stage: Any, axis: IterVar) -> list[IterVar]:
+        st, out = _stage(s, stage), []
+        for f in self.size[:0:-1]:
+            axis, inner = st.split(axis, f)
+            out.append(inner)
+        return [axis, *reversed(out)]
+
+    def to_json(self) -> Any:
+        return list(self.size)
+
+
+@dataclass(frozen=True)
+class OtherEntity:
+    val: Any
+
+    def to_json(self) -> Any:
+        return self.val
+
+
+@dataclass(frozen=True)
+class ReorderEntity:
+    perm: tuple[int, ...]
+
+    def apply(self, s: Schedule, stage: Any, axes: Sequence[IterVar]) -> list[IterVar]:
+        ordered = [axes[i] for i in self.perm]
+        _stage(s, stage).reorder(*ordered)
+        return ordered
+
+    def to_json(self) -> Any:
+        return list(self.perm)
+
+
+@dataclass(frozen=True)
+class AnnotateEntity:
+    anns: tuple[str, ...]
+
+    def apply(self, s: Schedule, stage: Any, axes: Sequence[IterVar]) -> None:
+        st = _stage(s, stage)
+        for ann, axis in zip(self.anns, axes):
+            if ann == "unroll":
+                st.unroll(axis)
+            elif ann == "vec":
+                st.vectorize(axis)
+            elif ann == "parallel":
+                st.parallel(axis)
+
+    def to_json(self) -> Any:
+        return list(self.anns)
+
+
+# -- knobs (the set of values a name may take) ---------------------------------------------------
+@dataclass(frozen=True)
+class Knob:
+    name: str
+    kind: str                 # "split" | "other" | "reorder" | "annotate"
+    entities: tuple[Any, ...]
+
+    def __len__(self) -> int:
+        return len(self.entities)
+
+    def index_of_json(self, value: Any) -> int:
+        for i, e in enumerate(self.entities):
+            if e.to_json() == value:
+                return i
+        raise InstantiationError(f"knob {self.name}: {value!r} is not one of its {len(self)} values")
+
+
+def _factorizations(n: int, parts: int) -> list[tuple[int, ...]]:
+    """All ways to write n as an ordered product of `parts` factors."""
+    if parts == 1:
+        return [(n,)]
+    out = []
+    for d in range(1, n + 1):
+        if n % d == 0:
+            out.extend((d, *rest) for rest in _factorizations(n // d, parts - 1))
+    return out
+
+
+def split_candidates(extent: int, num_outputs: int, policy: str, candidate: Sequence[Sequence[int]] | None,
+                     max_factor: int | None) -> list[tuple[int, ...]]:
+    """The inner factor tuples of a split (outermost left as -1); illegal ones never appear."""
+    if policy == "factors":
+        inner = [f[1:] for f in _factorizations(extent, num_outputs)]
+    elif policy == "power2":
+        pows = [2 ** i for i in range(int(math.log2(extent)) + 1)]
+        inner = [c for c in itertools.product(pows, repeat=num_outputs - 1) if math.prod(c) <= extent]
+    elif policy == "candidate":
+        if not candidate:
+            raise ValueError("define_split with policy='candidate' needs candidate=[...]")
+        inner = [tuple(c[1:]) if len(c) == num_outputs else tuple(c) for c in candidate]
+        bad = [c for c in inner if len(c) != num_outputs - 1]
+        if bad:
+            raise ValueError(f"define_split candidates must have {num_outputs} (or {num_outputs - 1}) factors, got {bad[0]}")
+        # factors past the extent shrink to it (a small shape still gets its widest tile)
+        inner = [tuple(min(f, extent) for f in c) for c in inner if all(f > 0 for f in c)]
+        inner = [c for c in inner if math.prod(c) <= extent] or [(1,) * (num_outputs - 1)]
+    else:
+        raise ValueError(f"define_split: unknown policy {policy!r}; expected factors, power2 or candidate")
+    if max_factor is not None:
+        inner = [c for c in inner if all(f <= max_factor for f in c)]
+    seen, out = set(), []
+    for c in inner:
+        if c not in seen:
+            seen.add(c)
+            out.append((-1, *c))
+    if not out:
+        raise ValueError(f"define_split: no legal split of extent {extent} under policy {policy!r}")
+    return out
+
+
+class ConfigSpace:
+    """Collect mode: `define_*` declares knobs; `cfg[name]` is the knob's first value."""
+
+    def __init__(self) -> None:
+        self.knobs: dict[str, Knob] = {}
+        self.constraints_broken: str | None = None
+
+    # -- declaring knobs -------------------------------------------------------------------------
+    def _add(self, name: str, kind: str, entities: Sequence[Any]) -> None:
+        if name in self.knobs:
+            raise ValueError(f"knob {name!r} is defined twice")
+        if not entities:
+            raise ValueError(f"knob {name!r} has no values")
+        self.knobs[name] = Knob(name, kind, tuple(entities))
+
+    def define_split(self, name: str, axis: IterVar | int, num_outputs: int = 2, policy: str = "factors",
+                     candidate: Sequence[Sequence[int]] | None = None, max_factor: int | None = None) -> None:
+        if not 2 <= num_outputs <= 4:
+            raise ValueError(f"define_split {name!r}: num_outputs must be 2..4, got {num_outputs}")
+        sizes = split_candidates(_extent(axis), num_outputs, policy, candidate, max_factor)
+        self._add(name, "split", [SplitEntity(s) for s in sizes])
+
+    def define_knob(self, name: str, choices: Sequence[Any]) -> None:
+        self._add(name, "other", [OtherEntity(c) for c in choices])
+
+    def define_reorder(self, name: str, axes: Sequence[IterVar], policy: str = "all",
+                       candidate: Sequence[Sequence[int]] | None = None) -> None:
+        n = len(axes)
+        if policy == "all":
+            perms = list(itertools.permutations(range(n)))
+        elif policy == "candidate" and candidate:
+            perms = [tuple(p) for p in candidate if sorted(p) == list(range(n))]
+        else:
+            raise ValueError(f"define_reorder {name!r}: policy must be 'all' or 'candidate' with candidate=")
+        self._add(name, "reorder", [ReorderEntity(p) for p in perms])
+
+    def define_annotate(self, name: str, axes: Sequence[IterVar], policy: str) -> None:
+        options = {"try_unroll": ("none", "unroll"), "try_vec": ("none", "vec"),
+                   "try_unroll_vec": ("none", "unroll", "vec")}.get(policy)
+        if options is None:
+            raise ValueError(f"define_annotate {name!r}: unknown policy {policy!r}")
+        combos = itertools.product(options, repeat=len(axes))
+        self._add(name, "annotate", [AnnotateEntity(c) for c in combos])
+
+    def raise_if(self, cond: bool, msg: str) -> None:
+        """Templates state constraints here; an entity raises InstantiationError when one breaks."""
+
+    def __getitem__(self, name: str) -> Any:
+        return self.knobs[name].entities[0]
+
+    # -- the space as a whole ------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return math.prod(len(k) for k in self.knobs.values())
+
+    @property
+    def dims(self) -> list[int]:
+        return [len(k) for k in self.knobs.values()]
+
+    def point2knob(self, index: int) -> list[int]:
+        if not 0 <= index < len(self):
+            raise InstantiationError(f"config index {index} is outside the space of {len(self)} configs")
+        out = []
+        for d in self.dims:
+            out.append(index % d)
+            index //= d
+        return out
+
+    def knob2point(self, knob: Sequence[int]) -> int:
+        index, scale = 0, 1
+        for k, d in zip(knob, self.dims):
+            index += k * scale
+            scale *= d
+        return index
+
+    def get(self, index: int) -> ConfigEntity:
+        knob = self.point2knob(index)
+        return ConfigEntity(self, index, {name: k.entities[i] for (name, k), i in zip(self.knobs.items(), knob)})
+
+    def from_json(self, d: Any) -> ConfigEntity:
+        """The entity of a JSON config ({"index": i, "knobs": {...}}), checked knob by knob."""
+        if not isinstance(d, dict) or not isinstance(d.get("knobs"), dict):
+            raise InstantiationError(f"a config must be a JSON object with 'knobs', got {d!r}")
+        knobs = d["knobs"]
+        missing = set(self.knobs) - set(knobs)
+        if missing or set(knobs) - set(self.knobs):
+            raise InstantiationError(f"config knobs {sorted(knobs)} do not match the space's {sorted(self.knobs)}")
+        index = self.knob2point([k.index_of_json(knobs[n]) for n, k in self.knobs.items()])
+        return self.get(index)
+
+    def random_index(self, rng: random.Random) -> int:
+        return rng.randrange(len(self))
+
+    def neighbour(self, index: int, rng: random.Random) -> int:
+        """A config differing in one knob (the random walk step of SA and GA mutation)."""
+        knob = self.point2knob(index)
+        movable = [i for i, d in enumerate(self.dims) if d > 1]
+        if not movable:
+            return index
+        i = rng.choice(movable)
+        knob[i] = rng.choice([v for v in range(self.dims[i]) if v != knob[i]])
+        return self.knob2point(knob)
+
+    def knob_vector(self, index: int) -> list[float]:
+        """The config as numbers for the cost model: split factors as log2, numeric knobs as
+        values, other knobs as their position (fixed length for a template, meaningful across shapes)."""
+        out: list[float] = []
+        for k, i in zip(self.knobs.values(), self.point2knob(index)):
+            e = k.entities[i]
+            if k.kind == "split":
+                out.extend(math.log2(f) for f in e.size[1:])
+            elif k.kind == "other" and isinstance(e.val, (int, float)) and not isinstance(e.val, bool):
+                out.append(float(e.val))
+            else:
+                out.append(float(i))
+        return out
+
+    def __repr__(self) -> str:
+        body = ", ".join(f"{n}: {len(k)}" for n, k in self.knobs.items())
+        return f"ConfigSpace(len={len(self)}, {{{body}}})"
+
+
+class ConfigEntity:
+    """Apply mode: one point of a space. `define_*` are no-ops; `cfg[name]` is the chosen value."""
+
+    def __init__(self, space: ConfigSpace, index: int, values: dict[str, Any]) -> None:
+        self.space, self.index, self._values = space, index, values
+
+    def define_split(self, *args: Any, **kwargs: Any) -> None: pass
+    def define_knob(self, *args: Any, **kwargs: Any) -> None: pass
+    def define_reorder(self, *args: Any, **kwargs: Any) -> None: pass
+    def define_annotate(self, *args: Any, **kwargs: Any) -> None: pass
+
+    def raise_if(self, cond: bool, msg: str) -> None:
+        if cond:
+            raise InstantiationError(f"config {self.index}: {msg}")
+
+    def __getitem__(self, name: str) -> Any:
+        try:
+            return self._values[name]
+        except KeyError:
+            raise InstantiationError(f"config has no knob {name!r}") from None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"index": self.index, "knobs": {n: v.to_json() for n, v in self._values.items()}}
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __repr__(self) -> str:
+        return f"ConfigEntity({self.index}, {self.to_json()['knobs']})"
+
+
+# What a template may raise for a config that is illegal for its shape (never measured).
+INSTANTIATION_ERRORS: tuple[type[Exception], ...] = (InstantiationError, ScheduleError)

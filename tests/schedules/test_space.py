@@ -1,0 +1,77 @@
+"""Config spaces and tasks: index <-> knobs <-> JSON, legality, task creation errors, flop counts."""
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import autotune
+from autotune.errors import InstantiationError
+from autotune.schedules.space import ConfigSpace, split_candidates
+
+
+def test_split_policies_only_produce_legal_points():
+    assert all(f[0] == -1 for f in split_candidates(12, 3, "factors", None, None))
+    assert {f[1] * f[2] for f in split_candidates(12, 3, "factors", None, None)} <= {1, 2, 3, 4, 6, 12}
+    assert all(a * b <= 10 for _, a, b in split_candidates(10, 3, "power2", None, None))
+    assert split_candidates(7, 2, "candidate", [[-1, 4], [-1, 8]], None) == [(-1, 4), (-1, 7)]
+    assert split_candidates(3, 3, "candidate", [[-1, 4, 4]], None) == [(-1, 1, 1)]
+
+
+TASK = autotune.create_task("matmul", M=61, N=47, K=29)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, len(TASK.config_space) - 1))
+def test_index_knob_json_round_trip(index):
+    space = TASK.config_space
+    assert space.knob2point(space.point2knob(index)) == index
+    cfg = space.get(index)
+    assert space.from_json(cfg.to_json()).index == index
+    assert len(space.knob_vector(index)) == len(space.knob_vector(0))
+
+
+def test_bad_configs_raise_instantiation_error():
+    space = TASK.config_space
+    with pytest.raises(InstantiationError, match="outside the space"):
+        space.get(len(space))
+    bad = space.get(0).to_json()
+    bad["knobs"]["tile_x"] = [-1, 7]
+    with pytest.raises(InstantiationError, match="tile_x"):
+        space.from_json(bad)
+    with pytest.raises(InstantiationError, match="do not match"):
+        space.from_json({"knobs": {"nope": 1}})
+
+
+def test_constraints_make_points_illegal():
+    def tmpl(cfg, n):
+        cfg.define_knob("a", [1, 2, 3])
+        cfg.raise_if(cfg["a"].val == 2 and n == 5, "a=2 is illegal at n=5")
+
+    space = ConfigSpace()
+    tmpl(space, 5)
+    tmpl(space.get(0), 5)
+    with pytest.raises(InstantiationError, match="a=2 is illegal"):
+        tmpl(space.get(1), 5)
+
+
+def test_task_identity_and_flop():
+    t = autotune.create_task("matmul", K=29, N=47, M=61)
+    assert t.workload_key == "matmul(M=61,N=47,K=29)float32"
+    assert t.flop == 2 * 61 * 47 * 29
+    assert t.target.startswith("llvm -mcpu=") and "-cores=" in t.target
+    conv = autotune.create_task("conv2d", N=1, C=3, H=8, W=8, F=4, KH=3, KW=3, stride=1, padding=1)
+    assert conv.flop == 2 * 4 * 8 * 8 * 3 * 9
+    assert autotune.create_task("dense", M=4, N=5, K=6).flop == 2 * 4 * 5 * 6 + 2 * 4 * 5
+
+
+@pytest.mark.parametrize("kwargs, exc, match", [
+    (dict(op="matmul", M=4, N=4), ValueError, r"missing parameter\(s\) \['K'\]"),
+    (dict(op="matmul", M=4, N=4, K=4, Q=1), ValueError, r"unknown parameter\(s\) \['Q'\]"),
+    (dict(op="gemm", M=4), ValueError, "unknown op 'gemm'"),
+    (dict(op="matmul", M=4, N=4, K=4, target="opencl"), ValueError, "unknown target"),
+    (dict(op="matmul", M=4, N=4, K=4, dtype="float8"), TypeError, "unknown dtype"),
+    (dict(op="matmul", M=4.5, N=4, K=4), TypeError, "M must be an int"),
+    (dict(op="conv2d", N=1, C=1, H=2, W=2, F=1, KH=5, KW=5, stride=1, padding=0), ValueError, "larger than"),
+])
+def test_create_task_errors_name_the_parameter(kwargs, exc, match):
+    op = kwargs.pop("op")
+    with pytest.raises(exc, match=match):
+        autotune.create_task(op, **kwargs)
