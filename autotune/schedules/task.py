@@ -45,7 +45,7 @@ def template(name: str, reference: Callable[..., Any], target: str = "llvm",
     def deco(func: Callable) -> Callable:
         params = [p for p in inspect.signature(func).parameters][1:]
         shape = tuple(p for p in params if p != "dtype")
-        doc = description or (func.__doc__ or "").strip().splitlines()[0]
+        doc = description or next(iter((func.__doc__ or name).strip().splitlines()), name)
         TEMPLATES[(name, target)] = Template(name, func, reference, doc, target, shape)
         return func
 
