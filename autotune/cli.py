@@ -1,13 +1,71 @@
-"""The `autotune` command line."""
+"""The `autotune` command line: tune, list ops, inspect the database, run the demo.
+
+Bad input (unknown op or parameter, malformed shape, unknown target, a database that is missing,
+locked or not a tuning database) exits with code 2 and one line on stderr, never a traceback.
+"""
 from __future__ import annotations
 
+import json
 import sys
 import time
+from typing import Any
 
 import click
 import numpy as np
 
 from . import __version__
+from .errors import ArgumentError
+
+EXIT_USAGE = 2
+
+
+class CLIError(click.ClickException):
+    """A user error: one line, exit code 2."""
+
+    exit_code = EXIT_USAGE
+
+
+def parse_shape(text: str) -> dict[str, int]:
+    """`M=1024,N=512,K=64` -> {"M": 1024, ...}; malformed text names the bad item."""
+    out: dict[str, int] = {}
+    for item in filter(None, (p.strip() for p in text.split(","))):
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip() or not value.strip().lstrip("-").isdigit():
+            raise CLIError(f"malformed --shape item {item!r}; expected NAME=INT, e.g. M=1024,N=1024,K=1024")
+        out[name.strip()] = int(value)
+    if not out:
+        raise CLIError("--shape is empty; expected NAME=INT[,NAME=INT...]")
+    return out
+
+
+def emit_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="autotune")
+def main() -> None:
+    """autotune: schedule-search autotuning of tensor programs (TVM-style) for the CPU."""
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def ops(as_json: bool) -> None:
+    """The tunable ops with their shape parameters."""
+    from .schedules.task import TEMPLATES, _load_templates
+
+    _load_templates()
+    rows = [{"op": t.name, "target": t.target, "params": list(t.shape_params), "description": t.description}
+            for (name, _), t in sorted(TEMPLATES.items()) if not name.startswith("testing.")]
+    if as_json:
+        return emit_json(rows)
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("op", "target", "shape parameters", "description")
+    for r in rows:
+        table.add_row(r["op"], r["target"], ",".join(r["params"]), r["description"])
+    Console().print(table)
 
 
 def _best_seconds(fn, repeat: int = 5) -> float:
@@ -18,12 +76,6 @@ def _best_seconds(fn, repeat: int = 5) -> float:
         fn()
         best = min(best, time.perf_counter() - t)
     return best
-
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="autotune")
-def main() -> None:
-    """autotune: schedule-search autotuning of tensor programs (TVM-style) for CPU and CUDA."""
 
 
 @main.command()
@@ -44,8 +96,7 @@ def demo(size: int) -> None:
     f(a, b, c)
     ref = a @ b
     if not np.allclose(c, ref, rtol=1e-3, atol=1e-3 * np.sqrt(size)):
-        click.echo("error: the compiled matmul disagrees with numpy", err=True)
-        sys.exit(1)
+        raise click.ClickException("the compiled matmul disagrees with numpy")
     flop = 2.0 * size ** 3
     ours = _best_seconds(lambda: f(a, b, c))
     ref_s = _best_seconds(lambda: np.matmul(a, b, out=ref))
@@ -55,5 +106,42 @@ def demo(size: int) -> None:
     click.echo(f"  ratio to numpy        : {ref_s / ours:8.2f}x")
 
 
+def _register_subcommands() -> None:
+    from .cli_db import db
+    from .cli_tune import tune
+
+    main.add_command(tune)
+    main.add_command(db)
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Entry point: user errors become one line and exit code 2."""
+    from tuning_db import TuningDBError
+
+    _register_subcommands()
+    try:
+        main.main(args=argv, prog_name="autotune", standalone_mode=False)
+        return 0
+    except click.exceptions.Exit as e:
+        return e.exit_code
+    except click.Abort:
+        click.echo("autotune: interrupted", err=True)
+        return 130
+    except click.UsageError as e:
+        msg = e.format_message().splitlines()[0] if e.format_message() else "bad usage"
+        click.echo(f"autotune: error: {msg}", err=True)
+        return EXIT_USAGE
+    except click.ClickException as e:
+        click.echo(f"autotune: error: {e.format_message()}", err=True)
+        return e.exit_code
+    except (ValueError, TypeError, ArgumentError, TuningDBError) as e:
+        click.echo(f"autotune: error: {str(e).splitlines()[0] if str(e) else type(e).__name__}", err=True)
+        return EXIT_USAGE
+
+
+def entry() -> None:
+    sys.exit(run())
+
+
 if __name__ == "__main__":
-    main()
+    entry()

@@ -1,20 +1,40 @@
 """CPU code generation: lowered PrimFunc -> LLVM IR -> host machine code -> callable.
 
-`build_module(func)` is the whole path; `target_key()` names this host for the tuning database.
+`build_module(func)` is the whole path in one process; `compile_object(func)` stops at
+relocatable object code plus a JSON signature, which `load_module` turns into the same callable
+in another process (measurement workers, the kernel cache). `target_key()` names this host.
 """
 from __future__ import annotations
+
+from typing import Any
 
 from ..ir.nodes import PrimFunc
 from . import jit
 from .jit import target_key
 from .llvm import emit_module, entry_symbol
-from .module import BuiltFunction
+from .module import BuiltFunction, make_signature
 
-__all__ = ["build_module", "target_key", "BuiltFunction"]
+__all__ = ["build_module", "compile_object", "load_module", "target_key", "BuiltFunction"]
+
+
+def _ir_text(func: PrimFunc) -> str:
+    triple, layout = jit.triple_and_layout()
+    return str(emit_module(func, parallel=jit.has_openmp(), triple=triple, data_layout=layout))
 
 
 def build_module(func: PrimFunc) -> BuiltFunction:
     """Compile `func` for the host CPU (O3) and wrap it as a checked numpy-callable function."""
-    triple, layout = jit.triple_and_layout()
-    ir_text = str(emit_module(func, parallel=jit.has_openmp(), triple=triple, data_layout=layout))
+    ir_text = _ir_text(func)
     return BuiltFunction(func, jit.compile_ir(ir_text, entry_symbol(func)), ir_text)
+
+
+def compile_object(func: PrimFunc) -> tuple[dict[str, Any], bytes]:
+    """`func` as host object code (O3) and the JSON signature `load_module` needs with it."""
+    ir_text = _ir_text(func)
+    obj = jit.emit_object(ir_text, entry_symbol(func))
+    return make_signature(func, obj, openmp="GOMP_parallel" in ir_text), obj
+
+
+def load_module(signature: dict[str, Any], obj: bytes) -> BuiltFunction:
+    """The callable of object code from `compile_object` (checked: hash, target, libgomp)."""
+    return BuiltFunction.from_object(signature, obj)

@@ -87,7 +87,8 @@ def has_openmp() -> bool:
 
 @dataclass
 class Compiled:
-    """A finalized MCJIT engine (owns the machine code) and the optimized module's IR text."""
+    """A finalized MCJIT engine (owns the machine code) and the optimized module's IR text
+    ("" when the engine was loaded from object code)."""
 
     engine: llvm.ExecutionEngine
     address: int
@@ -107,8 +108,8 @@ def optimize(module: llvm.ModuleRef) -> None:
     builder.getModulePassManager().run(module, builder)
 
 
-def compile_ir(ir_text: str, entry: str) -> Compiled:
-    """parse -> verify -> O3 -> MCJIT -> finalize; the address of function `entry`."""
+def _parse_optimized(ir_text: str, entry: str) -> llvm.ModuleRef:
+    """parse -> verify -> O3; BuildError when LLVM rejects the IR."""
     host()
     try:
         module = llvm.parse_assembly(ir_text)
@@ -116,14 +117,52 @@ def compile_ir(ir_text: str, entry: str) -> Compiled:
     except RuntimeError as exc:
         raise BuildError(f"llvm rejected the generated IR for {entry}: {exc}") from exc
     optimize(module)
-    optimized = str(module)
+    return module
+
+
+def _engine(module: llvm.ModuleRef) -> llvm.ExecutionEngine:
     # an MCJIT engine owns (and frees) its target machine, so each gets its own
-    engine = llvm.create_mcjit_compiler(module, host().new_machine())
+    return llvm.create_mcjit_compiler(module, host().new_machine())
+
+
+def _entry_address(engine: llvm.ExecutionEngine, entry: str) -> int:
     engine.finalize_object()
     address = engine.get_function_address(entry)
     if not address:
         raise BuildError(f"function {entry} not found after compilation")
-    return Compiled(engine, address, optimized)
+    return address
+
+
+def compile_ir(ir_text: str, entry: str) -> Compiled:
+    """parse -> verify -> O3 -> MCJIT -> finalize; the address of function `entry`."""
+    module = _parse_optimized(ir_text, entry)
+    optimized = str(module)
+    engine = _engine(module)
+    return Compiled(engine, _entry_address(engine, entry), optimized)
+
+
+def emit_object(ir_text: str, entry: str = "module") -> bytes:
+    """parse -> verify -> O3 -> relocatable object code for the host (what MCJIT would run).
+
+    The bytes stand alone: `load_object` in another process (or after a restart, from a disk
+    cache) needs nothing else. They reference only libc/libm and, for parallel loops, libgomp.
+    """
+    module = _parse_optimized(ir_text, entry)
+    return host().new_machine().emit_object(module)
+
+
+def load_object(obj: bytes, entry: str) -> Compiled:
+    """Link object code from `emit_object` into a fresh MCJIT engine; the address of `entry`.
+
+    The caller vouches that the bytes are intact object code for this host: LLVM does not
+    validate them and crashes on garbage (module.py checks a hash first).
+    """
+    host()
+    empty = llvm.parse_assembly("")
+    empty.triple = host().triple
+    engine = _engine(empty)
+    engine.add_object_file(llvm.ObjectFileRef.from_data(bytes(obj)))
+    return Compiled(engine, _entry_address(engine, entry), "")
 
 
 def assembly(ir_text: str) -> str:

@@ -1,13 +1,13 @@
 """Lowered PrimFunc -> llvmlite.ir.Module: one method per IR node, arithmetic from one table.
 
-The generated function is `void name(T0* noalias p0, T1* noalias p1, ...)`, one pointer per
-parameter buffer. PARALLEL loops are outlined into private functions launched by libgomp's
-`GOMP_parallel`; the thread count comes from the module global NUM_THREADS_SYMBOL, which the
-caller (`module.py`) sets before each call.
+Around it: llvm_abi.py (the kernel's signature, status codes and globals, as its caller sees
+them), llvm_helpers.py (types, loops, arithmetic, memory access), llvm_math.py (inline exp, log,
+tanh, ...) and llvm_parallel.py (PARALLEL loops outlined for libgomp's `GOMP_parallel`).
 """
 from __future__ import annotations
 
 import contextlib
+import warnings
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -15,19 +15,22 @@ from llvmlite import ir
 
 from ..dtype import dtype_info
 from ..errors import BuildError
-from ..ir.functor import walk
 from ..ir.nodes import (Allocate, Broadcast, Evaluate, For, ForKind, IfThenElse, Let, Load,
                         PrimFunc, Ramp, Seq, Stmt, Store)
 from ..te.expr import (And, Binary, BinOp, Call, Cast, Compare, Const, Expr, Not, Or,
                        Select, Var)
 from . import llvm_helpers as h
+from .llvm_abi import NUM_THREADS_SYMBOL, define_heap_table, entry_symbol, status_error
 from .llvm_helpers import CONTRACT, I32, PTR, VOID
+from .llvm_math import INLINE
+from .llvm_parallel import emit_parallel_for
 
-NUM_THREADS_SYMBOL = "__autotune_num_threads"
-RESERVED_NAMES = frozenset({NUM_THREADS_SYMBOL, "GOMP_parallel", "omp_get_thread_num",
-                            "omp_get_num_threads", "aligned_alloc", "free", "erf"})
 HEAP_THRESHOLD = 64 * 1024      # bytes: bigger "local" buffers go to the heap (thread stacks are small)
 ALIGN = 64
+OPENMP_LIBRARY = "libgomp.so.1"
+_warned_serial = False
+
+__all__ = ["LLVMCodegen", "emit_module", "entry_symbol", "status_error", "NUM_THREADS_SYMBOL"]
 
 
 @dataclass
@@ -38,54 +41,16 @@ class _Scope:
     vars: dict[Var, ir.Value]
     bufs: dict = field(default_factory=dict)        # Buffer -> pointer
     frees: list[ir.Value] = field(default_factory=list)  # hoisted heap buffers, freed at exit
+    live_heap: list[ir.Value] = field(default_factory=list)  # enclosing heap buffers, innermost last
     loop_depth: int = 0
     in_parallel: bool = False
+    status: ir.Value | None = None      # outlined body: where an allocation failure is reported
+    fail: ir.Block | None = None        # the failure exit, made on first use
+    fail_code: ir.PhiInstr | None = None
 
 
-# ---- arithmetic tables: (op, kind) -> fn(builder, x, y, nsw) ----------------------------------
-
-def _float_op(name: str) -> Callable:
-    return lambda b, x, y, nsw: getattr(b, name)(x, y, flags=CONTRACT)
-
-
-def _int_op(name: str) -> Callable:
-    return lambda b, x, y, nsw: getattr(b, name)(x, y, flags=("nsw",) if nsw else ())
-
-
-def _pick(pred: str, kind: str) -> Callable:
-    """max/min as compare + select (maps to maxps/minps; a NaN in `x` yields `y`)."""
-    def emit(b, x, y, nsw):
-        return b.select(h.compare(b, kind, pred, x, y), x, y)
-    return emit
-
-
-_FLOOR_DIVMOD = {"int": h.floor_divmod_signed, "uint": h.floor_divmod_unsigned}
-
-_ARITH: dict[tuple[BinOp, str], Callable] = {
-    (BinOp.ADD, "float"): _float_op("fadd"),
-    (BinOp.SUB, "float"): _float_op("fsub"),
-    (BinOp.MUL, "float"): _float_op("fmul"),
-    (BinOp.DIV, "float"): lambda b, x, y, nsw: b.fdiv(x, y),
-    (BinOp.MAX, "float"): _pick(">", "float"),
-    (BinOp.MIN, "float"): _pick("<", "float"),
-}
-for _kind in ("int", "uint"):
-    _ARITH.update({
-        (BinOp.ADD, _kind): _int_op("add"),
-        (BinOp.SUB, _kind): _int_op("sub"),
-        (BinOp.MUL, _kind): _int_op("mul"),
-        (BinOp.MAX, _kind): _pick(">", _kind),
-        (BinOp.MIN, _kind): _pick("<", _kind),
-        (BinOp.FLOORDIV, _kind): lambda b, x, y, nsw, k=_kind: _FLOOR_DIVMOD[k](b, x, y)[0],
-        (BinOp.FLOORMOD, _kind): lambda b, x, y, nsw, k=_kind: _FLOOR_DIVMOD[k](b, x, y)[1],
-    })
-
-# Calls: LLVM intrinsics by name, or inline code (vectorizable, no libm call per lane).
-_LLVM_INTRINSIC = {"exp": "exp", "log": "log", "sqrt": "sqrt", "fabs": "fabs", "floor": "floor",
-                   "ceil": "ceil", "pow": "pow"}
-
-
-_INLINE = {"rsqrt": h.emit_rsqrt, "tanh": h.emit_tanh, "sigmoid": h.emit_sigmoid, "erf": h.emit_erf}
+# Calls: inline code (llvm_math.INLINE: vectorizable, no libm call per lane), else LLVM intrinsics.
+_LLVM_INTRINSIC = {"sqrt": "sqrt", "fabs": "fabs", "floor": "floor", "ceil": "ceil", "pow": "pow"}
 
 
 def _is_contiguous(index: Expr) -> bool:
@@ -93,26 +58,14 @@ def _is_contiguous(index: Expr) -> bool:
             and index.stride.value == 1)
 
 
-def _captures(loop: For) -> tuple[list[Var], list]:
-    """Free variables and buffers of a parallel loop's body, in first-use order."""
-    used_vars: dict[Var, None] = {}
-    bound_vars = {loop.var}
-    used_bufs: dict = {}
-    bound_bufs = set()
-
-    def visit(n):
-        if isinstance(n, Var):
-            used_vars.setdefault(n)
-        elif isinstance(n, (For, Let)):
-            bound_vars.add(n.var)
-        elif isinstance(n, (Load, Store)):
-            used_bufs.setdefault(n.buffer)
-        elif isinstance(n, Allocate):
-            bound_bufs.add(n.buffer)
-
-    walk(loop.body, visit)
-    return ([v for v in used_vars if v not in bound_vars],
-            [buf for buf in used_bufs if buf not in bound_bufs])
+def _warn_serial_once() -> None:
+    """Running PARALLEL loops serially is a silent slowdown; say so, once per process."""
+    global _warned_serial
+    if not _warned_serial:
+        _warned_serial = True
+        warnings.warn(f"{OPENMP_LIBRARY} (the GNU OpenMP runtime) could not be loaded: parallel "
+                      "loops run serially on one thread; install libgomp to use every core",
+                      RuntimeWarning, stacklevel=3)
 
 
 class LLVMCodegen:
@@ -125,8 +78,10 @@ class LLVMCodegen:
         self.scope: _Scope
         self._nsw = False
         self._outlined = 0
-        self._num_threads = ir.GlobalVariable(self.module, I32, NUM_THREADS_SYMBOL)
-        self._num_threads.initializer = ir.Constant(I32, 0)
+        self._status: ir.Value | None = None
+        self._heap_table: list[tuple[str, int]] = []    # (buffer, bytes); error code = index + 1
+        self.num_threads = ir.GlobalVariable(self.module, I32, NUM_THREADS_SYMBOL)
+        self.num_threads.initializer = ir.Constant(I32, 0)
 
     def build(self, triple: str = "", data_layout: str = "") -> ir.Module:
         if triple:
@@ -136,17 +91,18 @@ class LLVMCodegen:
         params = self.func.params
         if len(set(map(id, params))) != len(params):
             raise BuildError(f"function {self.func.name}: a buffer appears twice in its params")
-        fn = self._new_function(entry_symbol(self.func), [PTR] * len(params), noalias=len(params))
+        fn = self.new_function(entry_symbol(self.func), [PTR] * len(params), noalias=len(params), ret=I32)
         for arg, buf in zip(fn.args, params):
             arg.name = buf.name
-        self._emit(fn, {}, dict(zip(params, fn.args)), lambda: self.stmt(self.func.body))
+        self.emit_function(fn, {}, dict(zip(params, fn.args)), lambda: self.stmt(self.func.body))
+        define_heap_table(self.module, self._heap_table)
         return self.module
 
     # ---- functions ---------------------------------------------------------------------------
 
-    def _new_function(self, name: str, args: list[ir.Type], noalias: int = 0,
-                      internal: bool = False) -> ir.Function:
-        fn = ir.Function(self.module, ir.FunctionType(VOID, args), name)
+    def new_function(self, name: str, args: list[ir.Type], noalias: int = 0,
+                     internal: bool = False, ret: ir.Type = VOID) -> ir.Function:
+        fn = ir.Function(self.module, ir.FunctionType(ret, args), name)
         fn.attributes.add("nounwind")
         if internal:
             fn.linkage = "internal"
@@ -154,18 +110,56 @@ class LLVMCodegen:
             arg.add_attribute("noalias")
         return fn
 
-    def _emit(self, fn: ir.Function, vars: dict, bufs: dict, body: Callable[[], None],
-              in_parallel: bool = False) -> None:
-        """Generate `body` as the code of `fn` in a fresh scope; heap buffers freed at exit."""
+    def emit_function(self, fn: ir.Function, vars: dict, bufs: dict, body: Callable[[], None],
+                      status: ir.Value | None = None) -> _Scope:
+        """Generate `body` as the code of `fn` in a fresh scope; heap buffers freed at every exit.
+        `status`: `fn` is an outlined parallel body, which reports failures there."""
         outer = getattr(self, "scope", None)
         builder = ir.IRBuilder(fn.append_basic_block("entry"))
-        self.scope = _Scope(builder, dict(vars), dict(bufs), in_parallel=in_parallel)
+        self.scope = scope = _Scope(builder, dict(vars), dict(bufs), in_parallel=status is not None,
+                                    status=status)
         body()
-        for ptr in self.scope.frees:
-            h.heap_free(builder, ptr)
-        builder.ret_void()
+        self._exit(fn, ir.Constant(I32, 0))
+        if scope.fail is not None:
+            builder.position_at_end(scope.fail)
+            self._exit(fn, scope.fail_code)
         if outer is not None:
             self.scope = outer
+        return scope
+
+    def _exit(self, fn: ir.Function, code: ir.Value) -> None:
+        b = self.b
+        for ptr in self.scope.frees:
+            h.heap_free(b, ptr)
+        if fn.function_type.return_type == I32:
+            b.ret(code)
+            return
+        if self.scope.status is not None and code is self.scope.fail_code:
+            b.atomic_rmw("xchg", self.scope.status, code, "monotonic")   # threads may race
+        b.ret_void()
+
+    def fail_if(self, cond: ir.Value, code: ir.Value) -> None:
+        """Where `cond` holds: free the enclosing heap buffers and exit with error `code`."""
+        b, scope = self.b, self.scope
+        with b.if_then(cond, likely=False):
+            for ptr in reversed(scope.live_heap):
+                h.heap_free(b, ptr)
+            if scope.fail is None:
+                scope.fail = b.function.append_basic_block("alloc_failed")
+                with b.goto_block(scope.fail):
+                    scope.fail_code = b.phi(I32, name="status")
+            scope.fail_code.add_incoming(code, b.block)
+            b.branch(scope.fail)
+
+    def status_slot(self) -> ir.Value:
+        """The kernel's i32 through which parallel threads report an allocation failure."""
+        if self._status is None:
+            self._status = h.alloca_once(self.b, I32, name="parallel.status")
+        return self._status
+
+    def outlined_name(self) -> str:
+        self._outlined += 1
+        return f"{entry_symbol(self.func)}__parallel{self._outlined - 1}"
 
     @property
     def b(self) -> ir.IRBuilder:
@@ -193,7 +187,7 @@ class LLVMCodegen:
         lanes = max(h.lanes_of(x), h.lanes_of(y))
         return h.splat(self.b, x, lanes), h.splat(self.b, y, lanes)
 
-    def _var(self, e: Var) -> ir.Value:
+    def var_value(self, e: Var) -> ir.Value:
         value = self.scope.vars.get(e)
         if value is None:
             raise BuildError(f"llvm codegen: variable {e.name} is used outside the loop or let "
@@ -206,7 +200,7 @@ class LLVMCodegen:
 
     def _binary(self, e: Binary) -> ir.Value:
         kind = dtype_info(e.dtype).kind
-        emit = _ARITH.get((e.op, kind))
+        emit = h.ARITH.get((e.op, kind))
         if emit is None:
             raise BuildError(f"llvm codegen: operator '{e.op.value}' is not defined on {e.dtype} "
                              f"(in {e})")
@@ -243,10 +237,10 @@ class LLVMCodegen:
         args = [h.splat(self.b, a, lanes) for a in args]
         if e.dtype == "float16":   # compute in float, like the hardware would
             args = [self.b.fpext(a, h.value_type("float32", lanes)) for a in args]
-        if e.fn in _LLVM_INTRINSIC:
+        if e.fn in INLINE:
+            out = INLINE[e.fn](self.b, *args)
+        elif e.fn in _LLVM_INTRINSIC:
             out = h.call_intrinsic(self.b, _LLVM_INTRINSIC[e.fn], args)
-        elif e.fn in _INLINE:
-            out = _INLINE[e.fn](self.b, *args)
         else:
             raise BuildError(f"llvm codegen: unknown intrinsic {e.fn!r} in {e}")
         return self.b.fptrunc(out, h.value_type("float16", lanes)) if e.dtype == "float16" else out
@@ -264,7 +258,7 @@ class LLVMCodegen:
     def _broadcast(self, e: Broadcast) -> ir.Value:
         return h.splat(self.b, self.expr(e.value), e.lanes)
 
-    def _buffer(self, buf) -> ir.Value:
+    def buffer_ptr(self, buf) -> ir.Value:
         ptr = self.scope.bufs.get(buf)
         if ptr is None:
             raise BuildError(f"llvm codegen: buffer {buf.name} is neither a parameter of "
@@ -280,7 +274,7 @@ class LLVMCodegen:
         return h.splat(self.b, self.expr(predicate), lanes)
 
     def _load(self, e: Load) -> ir.Value:
-        base, elem, b = self._buffer(e.buffer), h.memory_type(e.dtype), self.b
+        base, elem, b = self.buffer_ptr(e.buffer), h.memory_type(e.dtype), self.b
         mask = self._mask(e.predicate, e.lanes)
         if isinstance(e.index, Broadcast) and mask is None:     # one element, every lane
             value = h.splat(b, b.load(h.element_ptr(b, base, self.index(e.index.value), elem),
@@ -304,7 +298,7 @@ class LLVMCodegen:
         return value
 
     _EXPR: dict[type, Callable] = {
-        Var: _var, Const: _const, Binary: _binary, Compare: _compare, And: _and, Or: _or,
+        Var: var_value, Const: _const, Binary: _binary, Compare: _compare, And: _and, Or: _or,
         Not: _not, Select: _select, Cast: _cast, Call: _call, Ramp: _ramp,
         Broadcast: _broadcast, Load: _load,
     }
@@ -322,7 +316,7 @@ class LLVMCodegen:
             self.stmt(child)
 
     def _store(self, s: Store) -> None:
-        base, elem, b = self._buffer(s.buffer), h.memory_type(s.buffer.dtype), self.b
+        base, elem, b = self.buffer_ptr(s.buffer), h.memory_type(s.buffer.dtype), self.b
         lanes = s.index.lanes
         value = self.expr(s.value)
         if h.lanes_of(value) != lanes:
@@ -349,85 +343,48 @@ class LLVMCodegen:
         if s.kind in (ForKind.VECTORIZED, ForKind.UNROLLED):
             raise BuildError(f"loop {s.var.name} is still {s.kind.name}: the vectorize/unroll "
                              "passes of lowering should have removed it")
+        if s.kind is ForKind.PARALLEL and not self.parallel:
+            _warn_serial_once()
         if s.kind is ForKind.PARALLEL and self.parallel and not self.scope.in_parallel:
-            self._parallel_for(s)
+            emit_parallel_for(self, s)
         else:   # a PARALLEL loop inside a parallel body runs serially in its thread
-            self._loop(s.var, 0, s.extent, s.body)
+            self.serial_loop(s.var, 0, s.extent, s.body)
 
-    def _loop(self, var: Var, start, stop, body: Stmt) -> None:
+    def serial_loop(self, var: Var, start, stop, body: Stmt) -> None:
         with h.for_range(self.b, start, stop, name=var.name) as i:
             with _bound(self.scope.vars, var, i):
                 self.scope.loop_depth += 1
                 self.stmt(body)
                 self.scope.loop_depth -= 1
 
-    def _parallel_for(self, s: For) -> None:
-        """Outline the loop: body(bufs..., vars..., begin, end) does a chunk of iterations and is
-        inlined into launcher(closure), which GOMP_parallel runs on every thread. The body's
-        buffer pointers are noalias parameters, so inlining keeps their no-alias facts."""
-        vars, bufs = _captures(s)
-        values = [self._var(v) for v in vars]
-        ptrs = [self._buffer(buf) for buf in bufs]
-        name = f"{entry_symbol(self.func)}__parallel{self._outlined}"
-        self._outlined += 1
-        types = [PTR] * len(ptrs) + [v.type for v in values]
-        body = self._new_function(f"{name}_body", types + [I32, I32], noalias=len(ptrs), internal=True)
-        body.attributes.add("alwaysinline")
-        args = body.args
-        for arg, label in zip(args, [buf.name for buf in bufs] + [v.name for v in vars] + ["begin", "end"]):
-            arg.name = label
-        self._emit(body, dict(zip(vars, args[len(ptrs):-2])), dict(zip(bufs, args[:len(ptrs)])),
-                   lambda: self._loop(s.var, args[-2], args[-1], s.body), in_parallel=True)
-        closure_ty = ir.LiteralStructType(types)
-        launcher = self._new_function(name, [PTR], internal=True)
-        self._emit(launcher, {}, {}, lambda: self._launcher_body(launcher, closure_ty, body, s.extent))
-        b = self.b
-        closure = h.alloca_once(b, closure_ty, name=f"{name}.closure")
-        for k, v in enumerate(ptrs + values):
-            b.store(v, b.gep(closure, [ir.Constant(I32, 0), ir.Constant(I32, k)], inbounds=True,
-                             source_etype=closure_ty))
-        gomp = h.declare(self.module, "GOMP_parallel", VOID, [PTR, PTR, I32, I32])
-        threads = b.load(self._num_threads, typ=I32)      # 0 (never set) lets libgomp choose
-        cap = ir.Constant(I32, s.extent)                   # no idle threads for short loops
-        threads = b.select(b.icmp_signed(">", threads, cap), cap, threads)
-        b.call(gomp, [launcher, closure, threads, ir.Constant(I32, 0)])
-
-    def _launcher_body(self, launcher: ir.Function, closure_ty, body: ir.Function, extent: int) -> None:
-        b = self.b
-        fields = [b.load(b.gep(launcher.args[0], [ir.Constant(I32, 0), ir.Constant(I32, k)],
-                               inbounds=True, source_etype=closure_ty), typ=ty)
-                  for k, ty in enumerate(closure_ty.elements)]
-        tid = b.call(h.declare(self.module, "omp_get_thread_num", I32, []), [])
-        nthreads = b.call(h.declare(self.module, "omp_get_num_threads", I32, []), [])
-        # static schedule: thread t runs [t*chunk, min(extent, (t+1)*chunk))
-        chunk = b.sdiv(b.add(nthreads, ir.Constant(I32, extent - 1)), nthreads)
-        begin = b.mul(tid, chunk)
-        end = b.add(begin, chunk)
-        end = b.select(b.icmp_signed("<", end, ir.Constant(I32, extent)), end, ir.Constant(I32, extent))
-        b.call(body, fields + [begin, end])
-
     def _allocate(self, s: Allocate) -> None:
         buf = s.buffer
         if buf.scope not in ("local", "global"):
             raise BuildError(f"llvm codegen: buffer {buf.name} has scope {buf.scope!r}; the llvm "
                              "target has only 'local' and 'global' memory")
-        elem = h.memory_type(buf.dtype)
         nbytes = buf.size * dtype_info(buf.dtype).bytes
-        b = self.b
-        on_heap = buf.scope == "global" or nbytes > HEAP_THRESHOLD
-        hoist = on_heap and self.scope.loop_depth > 0
-        if not on_heap:
-            ptr = h.alloca_once(b, elem, max(buf.size, 1), name=buf.name, align=ALIGN)
-        elif hoist:   # once per function call instead of once per loop iteration
+        b, scope = self.b, self.scope
+        if buf.scope == "local" and nbytes <= HEAP_THRESHOLD:
+            ptr = h.alloca_once(b, h.memory_type(buf.dtype), max(buf.size, 1), name=buf.name, align=ALIGN)
+            with _bound(scope.bufs, buf, ptr):
+                self.stmt(s.body)
+            return
+        hoist = scope.loop_depth > 0
+        if hoist:   # once per function call instead of once per loop iteration
             with b.goto_entry_block():
                 b.position_at_start(b.block)
                 ptr = h.heap_alloc(b, nbytes, ALIGN)
-            self.scope.frees.append(ptr)
+            scope.frees.append(ptr)
         else:
             ptr = h.heap_alloc(b, nbytes, ALIGN)
-        with _bound(self.scope.bufs, buf, ptr):
+        self._heap_table.append((buf.name, nbytes))
+        self.fail_if(b.icmp_unsigned("==", ptr, ir.Constant(PTR, None)), ir.Constant(I32, len(self._heap_table)))
+        if not hoist:
+            scope.live_heap.append(ptr)
+        with _bound(scope.bufs, buf, ptr):
             self.stmt(s.body)
-        if on_heap and not hoist:
+        if not hoist:
+            scope.live_heap.pop()
             h.heap_free(self.b, ptr)
 
     def _if(self, s: IfThenElse) -> None:
@@ -473,13 +430,8 @@ def _bound(table: dict, key, value):
             table[key] = saved
 
 
-def entry_symbol(func: PrimFunc) -> str:
-    """The kernel's symbol: its name, unless that is a function the generated code calls."""
-    name = func.name
-    return f"{name}__kernel" if name in RESERVED_NAMES or name.startswith("llvm.") else name
-
-
 def emit_module(func: PrimFunc, parallel: bool = True, triple: str = "",
                 data_layout: str = "") -> ir.Module:
     """The llvmlite module of `func`; its entry point is `entry_symbol(func)`."""
     return LLVMCodegen(func, parallel).build(triple, data_layout)
+

@@ -1,17 +1,18 @@
 """Small llvmlite building blocks for the LLVM codegen: types, intrinsics, loops and allocas,
-integer/float arithmetic with Python/numpy semantics, vector memory access, and the inline math
-(exp, tanh, sigmoid, erf) emitted instead of one libm call per vector lane, so that kernels
-using it stay vectorized.
+integer/float arithmetic with Python/numpy semantics (and the (op, kind) table of it), vector
+memory access and heap buffers.
+
+The inline math (exp, log, tanh, ...) lives in `llvm_math.py`.
 """
 from __future__ import annotations
 
 import contextlib
-import decimal
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from llvmlite import ir
 
 from ..dtype import dtype_info
+from ..te.expr import BinOp
 
 I1 = ir.IntType(1)
 I8 = ir.IntType(8)
@@ -192,140 +193,43 @@ def cast_value(b: ir.IRBuilder, v: ir.Value, src: str, dst: str) -> ir.Value:
     return b.sext(v, to) if sk == "int" else b.zext(v, to)
 
 
-# ---- inline math -------------------------------------------------------------------------------
-# Each function takes and returns a float value of scalar or vector type (float or double).
+# ---- the arithmetic table: (op, kind) -> fn(builder, x, y, nsw) ----------------------------------
 
-def _is_double(ty: ir.Type) -> bool:
-    return isinstance(element_type(ty), ir.DoubleType)
-
-
-def _fmul(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
-    return b.fmul(x, y, flags=CONTRACT)
+def _float_op(name: str) -> Callable:
+    return lambda b, x, y, nsw: getattr(b, name)(x, y, flags=CONTRACT)
 
 
-def _fadd(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
-    return b.fadd(x, y, flags=CONTRACT)
+def _int_op(name: str) -> Callable:
+    return lambda b, x, y, nsw: getattr(b, name)(x, y, flags=("nsw",) if nsw else ())
 
 
-def horner(b: ir.IRBuilder, x: ir.Value, coeffs: Sequence[float]) -> ir.Value:
-    """c0 + x*(c1 + x*(c2 + ...)), coefficients from the constant term up."""
-    acc = const_like(x.type, coeffs[-1])
-    for c in reversed(coeffs[:-1]):
-        acc = _fadd(b, _fmul(b, acc, x), const_like(x.type, c))
-    return acc
+def _pick(pred: str, kind: str) -> Callable:
+    """max/min as compare + select (maps to maxps/minps; a NaN in `x` yields `y`)."""
+    def emit(b, x, y, nsw):
+        return b.select(compare(b, kind, pred, x, y), x, y)
+    return emit
 
 
-def _ln2_split(mantissa_bits: int) -> tuple[float, float]:
-    """ln 2 as hi + lo, hi with few enough bits that n*hi is exact for every exponent n."""
-    with decimal.localcontext() as ctx:
-        ctx.prec = 50
-        ln2 = decimal.Decimal(2).ln()
-        scale = 2 ** mantissa_bits
-        hi = decimal.Decimal(int(ln2 * scale)) / scale
-        return float(hi), float(ln2 - hi)
+_FLOOR_DIVMOD = {"int": floor_divmod_signed, "uint": floor_divmod_unsigned}
 
-
-_LN2_F32 = _ln2_split(12)
-_LN2_F64 = _ln2_split(32)
-_EXP_TAYLOR = [1.0]
-for _k in range(1, 13):
-    _EXP_TAYLOR.append(_EXP_TAYLOR[-1] / _k)
-
-
-def emit_exp(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-    """exp(x) = 2^n * e^r with n = round(x / ln 2), |r| <= ln2/2, e^r by its Taylor series.
-
-    x is clamped to the range where 2^n is a normal number, so huge arguments saturate (to about
-    1.6e38 / 8e307 and 1e-38 / 1e-308) instead of producing inf or NaN.
-    """
-    double = _is_double(x.type)
-    lo, hi = (-708.0, 709.0) if double else (-87.0, 88.0)
-    ln2_hi, ln2_lo = _LN2_F64 if double else _LN2_F32
-    ity = vector_of(I64 if double else I32, lanes_of(x))
-    arg = x
-    x = call_intrinsic(b, "maxnum", [x, const_like(x.type, lo)])
-    x = call_intrinsic(b, "minnum", [x, const_like(x.type, hi)])
-    n = call_intrinsic(b, "floor", [_fadd(b, _fmul(b, x, const_like(x.type, 1.4426950408889634)),
-                                          const_like(x.type, 0.5))])
-    r = b.fsub(x, b.fmul(n, const_like(x.type, ln2_hi)))
-    r = b.fsub(r, b.fmul(n, const_like(x.type, ln2_lo)))
-    poly = horner(b, r, _EXP_TAYLOR[:13] if double else _EXP_TAYLOR[:8])
-    bias, shift = (1023, 52) if double else (127, 23)
-    bits = b.shl(b.add(b.fptosi(n, ity), const_like(ity, bias)), const_like(ity, shift))
-    return keep_nan(b, arg, b.fmul(poly, b.bitcast(bits, x.type)))
-
-
-def keep_nan(b: ir.IRBuilder, arg: ir.Value, result: ir.Value) -> ir.Value:
-    """`result`, except NaN where `arg` is NaN (the clamps above would have hidden it)."""
-    return b.select(b.fcmp_unordered("uno", arg, arg), arg, result)
-
-
-# tanh(x) = x + x^3*(c1 + c2 x^2 + ...) near 0: its Taylor coefficients (2^2k (2^2k-1) B_2k/(2k)!).
-_TANH_TAYLOR = [-1 / 3, 2 / 15, -17 / 315, 62 / 2835, -1382 / 155925, 21844 / 6081075,
-                -929569 / 638512875]
-
-
-def emit_tanh(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-    """tanh via e = exp(-2|x|) in (0, 1]: (1 - e) / (1 + e) with the sign of x; no overflow,
-    so +-large gives +-1 and never NaN. Near 0 (where 1 - e cancels) the Taylor series is used."""
-    double = _is_double(x.type)
-    ax = call_intrinsic(b, "fabs", [x])
-    e = emit_exp(b, b.fmul(ax, const_like(x.type, -2.0)))
-    one = const_like(x.type, 1.0)
-    far = b.fdiv(b.fsub(one, e), b.fadd(one, e))
-    x2 = b.fmul(ax, ax)
-    near = _fadd(b, ax, _fmul(b, _fmul(b, ax, x2), horner(b, x2, _TANH_TAYLOR if double else _TANH_TAYLOR[:5])))
-    small = b.fcmp_ordered("<", ax, const_like(x.type, 0.1 if double else 0.3))
-    return call_intrinsic(b, "copysign", [b.select(small, near, far), x])
-
-
-def emit_sigmoid(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-    """1 / (1 + exp(-x)) via e = exp(-|x|): 1/(1+e) for x >= 0 and e/(1+e) below, which keeps
-    full relative precision for very negative x and never overflows."""
-    e = emit_exp(b, b.fneg(call_intrinsic(b, "fabs", [x])))
-    s = b.fdiv(const_like(x.type, 1.0), b.fadd(const_like(x.type, 1.0), e))
-    return b.select(b.fcmp_ordered(">=", x, const_like(x.type, 0.0)), s, b.fmul(e, s))
-
-
-# erf(x) ~= x * P(x^2) / Q(x^2) on |x| <= 4 (erf(4) = 1 - 1.5e-8), fitted by us (iteratively
-# reweighted least squares on Chebyshev nodes, mpmath reference); max abs error 7.5e-10 in double.
-_ERF_P = [1.1283791746094411, 0.1694733049487675, 0.051468415896255844, 0.003088787519690546,
-          0.00031876121618795993, 5.27229926159634e-07, -4.021418858412952e-08]
-_ERF_Q = [1.0, 0.48352524990133333, 0.10678724732281664, 0.013791295565574931,
-          0.0010822567159518705, 4.4876224734631893e-05, -5.246314946382432e-07]
-
-
-def emit_erf_rational(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-    """erf of a float32 value, evaluated in double (float32 rounding inside the rational would
-    cost ~3e-7 near |x| = 4), then rounded once; vectorizes and calls no libm function."""
-    dty = vector_of(ir.DoubleType(), lanes_of(x))
-    xd = b.fpext(x, dty)
-    xd = call_intrinsic(b, "minnum", [call_intrinsic(b, "maxnum", [xd, const_like(dty, -4.0)]),
-                                      const_like(dty, 4.0)])
-    t = b.fmul(xd, xd)
-    y = b.fdiv(b.fmul(xd, horner(b, t, _ERF_P)), horner(b, t, _ERF_Q))
-    return keep_nan(b, x, b.fptrunc(y, x.type))
-
-
-def emit_erf(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-    if _is_double(x.type):   # double precision wants libm's erf; the rational gives ~1e-9
-        return per_lane_call(b, declare(b.module, "erf", element_type(x.type), [element_type(x.type)]), x)
-    return emit_erf_rational(b, x)
-
-
-def emit_rsqrt(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-    return b.fdiv(const_like(x.type, 1.0), call_intrinsic(b, "sqrt", [x]))
-
-
-def per_lane_call(b: ir.IRBuilder, fn: ir.Function, x: ir.Value) -> ir.Value:
-    """Apply a scalar external function to each lane of `x` (used only where precision wins)."""
-    if lanes_of(x) == 1:
-        return b.call(fn, [x])
-    out = ir.Constant(x.type, ir.Undefined)
-    for lane in range(lanes_of(x)):
-        idx = ir.Constant(I32, lane)
-        out = b.insert_element(out, b.call(fn, [b.extract_element(x, idx)]), idx)
-    return out
+ARITH: dict[tuple[BinOp, str], Callable] = {
+    (BinOp.ADD, "float"): _float_op("fadd"),
+    (BinOp.SUB, "float"): _float_op("fsub"),
+    (BinOp.MUL, "float"): _float_op("fmul"),
+    (BinOp.DIV, "float"): lambda b, x, y, nsw: b.fdiv(x, y),
+    (BinOp.MAX, "float"): _pick(">", "float"),
+    (BinOp.MIN, "float"): _pick("<", "float"),
+}
+for _kind in ("int", "uint"):
+    ARITH.update({
+        (BinOp.ADD, _kind): _int_op("add"),
+        (BinOp.SUB, _kind): _int_op("sub"),
+        (BinOp.MUL, _kind): _int_op("mul"),
+        (BinOp.MAX, _kind): _pick(">", _kind),
+        (BinOp.MIN, _kind): _pick("<", _kind),
+        (BinOp.FLOORDIV, _kind): lambda b, x, y, nsw, k=_kind: _FLOOR_DIVMOD[k](b, x, y)[0],
+        (BinOp.FLOORMOD, _kind): lambda b, x, y, nsw, k=_kind: _FLOOR_DIVMOD[k](b, x, y)[1],
+    })
 
 
 # ---- memory access ----------------------------------------------------------------------------

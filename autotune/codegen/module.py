@@ -1,10 +1,15 @@
-"""A built CPU function: checks every argument, then calls the machine code through ctypes."""
+"""A built CPU function: checks every argument, then calls the machine code through ctypes.
+
+It comes from a PrimFunc compiled in this process, or from object code plus its JSON signature
+(`from_object`), compiled elsewhere: a build worker, or an earlier run through a disk cache.
+"""
 from __future__ import annotations
 
 import ctypes
 import functools
+import hashlib
 import os
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -12,9 +17,10 @@ from ..dtype import dtype_info
 from ..errors import ArgumentError
 from ..ir.nodes import PrimFunc
 from . import jit
-from .llvm import NUM_THREADS_SYMBOL
+from .llvm import NUM_THREADS_SYMBOL, entry_symbol, status_error
 
 NUM_THREADS_ENV = "AUTOTUNE_NUM_THREADS"
+SIGNATURE_VERSION = 1
 
 
 @functools.cache
@@ -45,50 +51,87 @@ class BuiltFunction:
     """`f(*arrays)` runs the kernel on numpy arrays given in the order of `func.params`.
 
     Outputs (`func.attrs["outputs"]`, param indices; default all) must be writeable. The
-    machine code lives as long as this object.
+    machine code lives as long as this object. `func` is None for one loaded from object code.
     """
 
     def __init__(self, func: PrimFunc, compiled: jit.Compiled, ir_text: str):
-        self.func = func
-        self.name = func.name
+        params = [(p.name, tuple(p.shape), p.dtype) for p in func.params]
+        outputs = func.attrs.get("outputs", range(len(func.params)))
+        self._setup(func.name, params, outputs, compiled, ir_text)
+        self.func: PrimFunc | None = func
+        self._signature: dict[str, Any] | None = None
+
+    def _setup(self, name: str, params: list[tuple[str, tuple[int, ...], str]], outputs: Any,
+               compiled: jit.Compiled, ir_text: str) -> None:
+        self.name = name
+        self._params = params
         self._compiled = compiled     # keeps the engine (and the code) alive
         self._ir_text = ir_text
         self._asm: str | None = None
-        self._cfunc = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * len(func.params))(compiled.address)
+        # the kernel returns 0, or the status of a failed heap allocation (llvm_abi.py)
+        self._cfunc = ctypes.CFUNCTYPE(ctypes.c_int32, *[ctypes.c_void_p] * len(params))(compiled.address)
         self._threads = ctypes.c_int32.from_address(compiled.global_address(NUM_THREADS_SYMBOL))
-        self._outputs = frozenset(func.attrs.get("outputs", range(len(func.params))))
-        self._expect = [(np.dtype(dtype_info(p.dtype).numpy), tuple(p.shape)) for p in func.params]
+        self._outputs = frozenset(outputs)
+        self._expect = [(np.dtype(dtype_info(dtype).numpy), shape) for _, shape, dtype in params]
+
+    @classmethod
+    def from_object(cls, signature: dict[str, Any], obj: bytes) -> BuiltFunction:
+        """Load object code made by `codegen.compile_object` (in any process on this host).
+
+        Checks before LLVM sees the bytes (it crashes on bad ones): the signature's version,
+        the object's hash, the target, and libgomp for code with parallel loops.
+        """
+        check_signature(signature, obj)
+        params = [(p["name"], tuple(p["shape"]), p["dtype"]) for p in signature["params"]]
+        self = cls.__new__(cls)
+        self._setup(signature["name"], params, signature["outputs"],
+                    jit.load_object(obj, signature["entry"]), "")
+        self.func = None
+        self._signature = dict(signature)
+        return self
+
+    def signature(self) -> dict[str, Any]:
+        """The JSON description of the call (name, entry symbol, params, outputs, target);
+        with the object's hash when loaded from object code."""
+        if self._signature is not None:
+            return dict(self._signature)
+        assert self.func is not None
+        return make_signature(self.func)
 
     def __call__(self, *arrays: np.ndarray) -> None:
         self.check(arrays)
         self._threads.value = num_threads()
-        self._cfunc(*[a.ctypes.data for a in arrays])
+        status = self._cfunc(*[a.ctypes.data for a in arrays])
+        if status:
+            raise status_error(status, self._compiled.global_address, self.name)
 
     def bind(self, *arrays: np.ndarray) -> Callable[[], None]:
         """Check `arrays` once and return a no-argument call on them, for timing loops where
         the per-call checks would be measured too. The call keeps the arrays alive."""
         self.check(arrays)
         pointers = [a.ctypes.data for a in arrays]
-        cfunc, threads = self._cfunc, self._threads
+        cfunc, threads, compiled, name = self._cfunc, self._threads, self._compiled, self.name
 
         def run(_keep_alive: tuple = arrays) -> None:
             threads.value = num_threads()
-            cfunc(*pointers)
+            status = cfunc(*pointers)
+            if status:
+                raise status_error(status, compiled.global_address, name)
         return run
 
     def check(self, arrays: tuple) -> None:
         """Raise ArgumentError (type, dtype, count) or ValueError (shape, layout, aliasing)
         naming the argument, before anything reaches ctypes."""
-        params = self.func.params
+        params = self._params
         if len(arrays) != len(params):
-            names = ", ".join(p.name for p in params)
+            names = ", ".join(p[0] for p in params)
             raise ArgumentError(f"{self.name} takes {len(params)} arrays ({names}), got {len(arrays)}")
-        for pos, (a, p, (dtype, shape)) in enumerate(zip(arrays, params, self._expect)):
-            what = f"argument {pos} ({p.name})"
+        for pos, (a, (pname, _, pdtype), (dtype, shape)) in enumerate(zip(arrays, params, self._expect)):
+            what = f"argument {pos} ({pname})"
             if not isinstance(a, np.ndarray):
                 raise ArgumentError(f"{what}: expected a numpy.ndarray, got {type(a).__name__}")
             if a.dtype != dtype:
-                raise ArgumentError(f"{what}: expected dtype {p.dtype}, got {a.dtype}")
+                raise ArgumentError(f"{what}: expected dtype {pdtype}, got {a.dtype}")
             if a.shape != shape:
                 raise ValueError(f"{what}: expected shape {shape}, got {a.shape}")
             if not a.flags.c_contiguous:
@@ -102,12 +145,15 @@ class BuiltFunction:
         for i in range(len(arrays)):
             for j in range(i + 1, len(arrays)):
                 if np.shares_memory(arrays[i], arrays[j]):
-                    raise ValueError(f"argument {i} ({params[i].name}) and argument {j} "
-                                     f"({params[j].name}) share memory; pass distinct arrays")
+                    raise ValueError(f"argument {i} ({params[i][0]}) and argument {j} "
+                                     f"({params[j][0]}) share memory; pass distinct arrays")
 
     def get_source(self, fmt: str = "ll") -> str:
         """"ll": the LLVM IR after O3; "ll-raw": as emitted, before optimization; "asm": host
-        assembly of the optimized IR."""
+        assembly of the optimized IR. None of them for a function loaded from object code."""
+        if self.func is None and fmt in ("ll", "ll-raw", "asm", "s"):
+            raise ValueError(f"get_source: {self.name} was loaded from object code, which keeps no "
+                             "IR; build it from its schedule to see the source")
         if fmt == "ll":
             return self._compiled.optimized_ir
         if fmt == "ll-raw":
@@ -119,4 +165,45 @@ class BuiltFunction:
         raise ValueError(f"get_source: unknown format {fmt!r}; expected 'll', 'll-raw' or 'asm'")
 
     def __repr__(self) -> str:
-        return f"BuiltFunction({self.name}, params=({', '.join(p.name for p in self.func.params)}))"
+        return f"BuiltFunction({self.name}, params=({', '.join(p[0] for p in self._params)}))"
+
+
+def make_signature(func: PrimFunc, obj: bytes | None = None, openmp: bool | None = None) -> dict[str, Any]:
+    """What loading `func`'s object code needs, as JSON; `obj` adds its hash. `openmp`: whether
+    the code calls libgomp (default: whether this process could load it)."""
+    sig: dict[str, Any] = {
+        "version": SIGNATURE_VERSION,
+        "name": func.name,
+        "entry": entry_symbol(func),
+        "params": [{"name": p.name, "shape": list(p.shape), "dtype": p.dtype} for p in func.params],
+        "outputs": sorted(func.attrs.get("outputs", range(len(func.params)))),
+        "target": jit.target_key(),
+        "openmp": jit.has_openmp() if openmp is None else bool(openmp),
+    }
+    if obj is not None:
+        sig["object_sha256"] = hashlib.sha256(obj).hexdigest()
+    return sig
+
+
+def _without_cores(key: str) -> str:
+    return " ".join(w for w in str(key).split() if not w.startswith("-cores="))
+
+
+def check_signature(signature: dict[str, Any], obj: bytes) -> None:
+    """ValueError naming what does not fit: LLVM would crash (or abort the process) instead."""
+    if not isinstance(signature, dict) or signature.get("version") != SIGNATURE_VERSION:
+        got = signature.get("version") if isinstance(signature, dict) else type(signature).__name__
+        raise ValueError(f"object signature: expected version {SIGNATURE_VERSION}, got {got!r}")
+    missing = {"name", "entry", "params", "outputs", "target", "openmp", "object_sha256"} - set(signature)
+    if missing:
+        raise ValueError(f"object signature of {signature.get('name')!r}: missing {sorted(missing)}")
+    digest = hashlib.sha256(bytes(obj)).hexdigest()
+    if digest != signature["object_sha256"]:
+        raise ValueError(f"object code of {signature['name']}: sha256 {digest[:12]}... does not match "
+                         f"the signature's {str(signature['object_sha256'])[:12]}...; the bytes are damaged")
+    here = jit.target_key()
+    if _without_cores(signature["target"]) != _without_cores(here):
+        raise ValueError(f"object code of {signature['name']} was compiled for {signature['target']!r}, "
+                         f"this host is {here!r}")
+    if signature["openmp"] and not jit.has_openmp():
+        raise ValueError(f"object code of {signature['name']} calls libgomp, which this process could not load")

@@ -5,6 +5,7 @@ collect mode once per task to build the config space, then in apply mode for eac
 """
 from __future__ import annotations
 
+import importlib
 import inspect
 import math
 from dataclasses import dataclass, field
@@ -161,7 +162,8 @@ class Task:
 
     def to_json(self) -> dict[str, Any]:
         """What a worker process needs to rebuild this task (no pickled objects)."""
-        return {"op": self.name, "params": self.params, "dtype": self.dtype, "target": self.target_kind}
+        return {"op": self.name, "params": self.params, "dtype": self.dtype, "target": self.target_kind,
+                "module": self.template.func.__module__}
 
     def __repr__(self) -> str:
         return f"Task({self.workload_key}, target={self.target!r}, space={len(self.config_space)})"
@@ -179,7 +181,7 @@ def create_task(op: str, target: str = "llvm", dtype: str = "float32", **params:
         raise ValueError(f"unknown target {target!r}; expected one of {TARGETS}")
     tmpl = TEMPLATES.get((op, kind))
     if tmpl is None:
-        known = sorted(n for n, t in TEMPLATES if t == kind)
+        known = sorted(n for n, t in TEMPLATES if t == kind and not n.startswith("testing."))
         raise ValueError(f"unknown op {op!r} for target {kind}; tunable ops: {', '.join(known)}")
     dtype_info(dtype)
     unknown = set(params) - set(tmpl.shape_params)
@@ -193,3 +195,12 @@ def create_task(op: str, target: str = "llvm", dtype: str = "float32", **params:
         if isinstance(v, bool) or not isinstance(v, int):
             raise TypeError(f"{op}: parameter {k} must be an int, got {v!r}")
     return Task(tmpl, ordered, dtype, canonical_target(target))
+
+
+def task_from_json(d: dict[str, Any]) -> Task:
+    """The task of `Task.to_json()`, in any process: imports the template's module first, so
+    templates registered outside autotune.schedules.cpu are found (worker processes)."""
+    module = d.get("module")
+    if module and module != "__main__":
+        importlib.import_module(module)
+    return create_task(d["op"], target=d.get("target", "llvm"), dtype=d.get("dtype", "float32"), **d["params"])

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -332,16 +333,53 @@ def test_parallel_loop_with_global_allocate_inside(monkeypatch):
     np.testing.assert_array_equal(out, a[:, ::-1] + 1)
 
 
-def test_parallel_loop_runs_serially_without_libgomp(monkeypatch):
+def test_parallel_loop_runs_serially_without_libgomp_and_says_so_once(monkeypatch):
     import autotune.codegen.jit as jit
+    import autotune.codegen.llvm as llvm
     monkeypatch.setattr(jit, "has_openmp", lambda: False)
+    monkeypatch.setattr(llvm, "_warned_serial", False)
     A, B = Buffer("A", (1001,), "int32"), Buffer("B", (1001,), "int32")
     i = Var("i")
-    f = build_module(PrimFunc("serial_par", (A, B), loop(i, 1001, Store(B, i, mul(Load(A, i), c(3))), ForKind.PARALLEL)))
+    func = PrimFunc("serial_par", (A, B), loop(i, 1001, Store(B, i, mul(Load(A, i), c(3))), ForKind.PARALLEL))
+    with pytest.warns(RuntimeWarning, match=r"libgomp\.so\.1 .*could not be loaded: parallel loops run serially"):
+        f = build_module(func)
     a, out = np.arange(1001, dtype=np.int32), np.zeros(1001, np.int32)
     f(a, out)
     np.testing.assert_array_equal(out, a * 3)
     assert "GOMP_parallel" not in f.get_source("ll-raw")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")      # once per process: the second build is quiet
+        build_module(func)
+
+
+HUGE = (2**25, 2**25)   # 2**52 bytes of float32: more than any address space, so aligned_alloc fails
+
+
+@pytest.mark.parametrize("where", ["top", "loop", "parallel"])
+def test_failed_heap_allocation_is_a_memory_error(monkeypatch, where):
+    """A NULL from aligned_alloc ends the kernel (freeing what it allocated) with a status that
+    the call turns into a MemoryError naming the buffer and its size; "loop" allocations are
+    hoisted to the function entry, "parallel" ones fail inside a libgomp thread."""
+    monkeypatch.setenv("AUTOTUNE_NUM_THREADS", "2")
+    n = 16
+    A, B = Buffer("A", (4, n), "float32"), Buffer("B", (4, n), "float32")
+    S, T = Buffer("S", (n,), "float32", "global"), Buffer("T", HUGE, "float32", "global")
+    r, j, jj = Var("r"), Var("j"), Var("jj")
+    row = lambda v: add(mul(r, c(n)), v)
+    body = Allocate(S, Allocate(T, seq(
+        loop(j, n, seq(Store(S, j, Load(A, row(j))), Store(T, j, Load(S, j)))),
+        loop(jj, n, Store(B, row(jj), Load(T, Binary(SUB, c(n - 1), jj)))))))
+    if where == "top":
+        body = Let(r, c(0), body)
+    else:
+        body = loop(r, 4, body, ForKind.PARALLEL if where == "parallel" else ForKind.SERIAL)
+    f = build_module(PrimFunc("huge_" + where, (A, B), body))
+    a, out = np.ones((4, n), np.float32), np.zeros((4, n), np.float32)
+    message = rf"huge_{where}: could not allocate {2**52} bytes for buffer T \(aligned_alloc returned NULL\)"
+    with pytest.raises(MemoryError, match=message):
+        f(a, out)
+    with pytest.raises(MemoryError, match=message):
+        f.bind(a, out)()
 
 
 def test_bad_thread_count_is_reported(monkeypatch):
@@ -408,6 +446,83 @@ def test_call_intrinsics_float64(fn):
     out = np.zeros_like(x)
     f(x, out)
     np.testing.assert_allclose(out, ref(x), rtol=F64_RTOL.get(fn, 0), atol=1e-300)
+
+
+# exp (float32 and float64) and log (float32) are inline code: accurate, with libm's special values
+
+F32 = np.finfo(np.float32)
+F32_MIN_SUBNORMAL = 2.0 ** -149
+
+
+def _map(fn, x, lanes):
+    x = _pad(x, lanes)
+    call = lambda v: Call(fn, (v,), str(x.dtype))
+    f = elementwise(fn, str(x.dtype), len(x), call) if lanes == 1 else vector_map(fn, str(x.dtype), len(x), lanes, call)
+    out = np.zeros_like(x)
+    f(x, out)
+    return out, f
+
+
+@pytest.mark.parametrize("lanes", [1, 8])
+def test_exp_float32_accuracy_overflow_underflow_nan(lanes):
+    edges = np.float32(88.72284) + np.arange(-40, 40, dtype=np.float32) * np.spacing(np.float32(88.7))
+    x = np.concatenate([np.linspace(-100, 100, 200_001, dtype=np.float32), edges,
+                        np.linspace(-104.5, -102.5, 2001, dtype=np.float32)])
+    got, _ = _map("exp", x, lanes)
+    got = got[:len(x)].astype(np.float64)
+    ref = np.exp(x.astype(np.float64))
+    normal = (ref >= F32.tiny) & (ref <= F32.max)
+    assert np.max(np.abs(got[normal] - ref[normal]) / ref[normal]) <= 2e-7
+    tiny = ref < F32.tiny                   # subnormal results, then 0: within one subnormal step
+    with np.errstate(under="ignore"):
+        assert np.max(np.abs(got[tiny] - ref[tiny].astype(np.float32))) <= F32_MIN_SUBNORMAL
+    assert (got[x < -104] == 0).all() and (got[x == -100] > 0).all()
+    assert np.isinf(got[ref > F32.max]).all() and np.isfinite(got[ref <= F32.max]).all()
+    special = np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, 1e30, -1e30], np.float32)
+    out, _ = _map("exp", special, lanes)
+    np.testing.assert_array_equal(out[:len(special)], [np.inf, 0, np.nan, 1, 1, np.inf, 0])
+
+
+def test_exp_float64_accuracy_overflow_underflow_nan():
+    x = np.concatenate([np.linspace(-746, 710, 200_001), np.linspace(-1, 1, 2001)])
+    got, _ = _map("exp", x, 4)
+    got = got[:len(x)]
+    with np.errstate(over="ignore"):
+        ref = np.exp(x)
+    normal = (ref >= np.finfo(np.float64).tiny) & np.isfinite(ref)
+    assert np.max(np.abs(got[normal] - ref[normal]) / ref[normal]) <= 1e-14
+    assert np.max(np.abs(got[~normal & (ref < 1)] - ref[~normal & (ref < 1)])) <= 2.0 ** -1074
+    assert np.isinf(got[np.isinf(ref)]).all()
+    special = np.array([np.inf, -np.inf, np.nan, 0.0, 1e300, -1e300])
+    out, _ = _map("exp", special, 2)
+    np.testing.assert_array_equal(out[:len(special)], [np.inf, 0, np.nan, 1, np.inf, 0])
+
+
+@pytest.mark.parametrize("lanes", [1, 8])
+def test_log_float32_accuracy_subnormals_and_special_values(lanes):
+    bits = np.concatenate([rng.integers(1, 0x7F800000, 200_000), rng.integers(1, 0x800000, 20_000)])
+    near_one = np.float32(1) + np.arange(-2000, 2000, dtype=np.float32) * np.float32(2.0 ** -23)
+    x = np.concatenate([bits.astype(np.uint32).view(np.float32), near_one, [F32.max, F32.tiny, F32_MIN_SUBNORMAL]])
+    x = x.astype(np.float32)
+    got, _ = _map("log", x, lanes)
+    got = got[:len(x)].astype(np.float64)
+    ref = np.log(x.astype(np.float64))
+    nonzero = ref != 0
+    assert np.max(np.abs(got[nonzero] - ref[nonzero]) / np.abs(ref[nonzero])) <= 2e-7
+    assert (got[x == 1] == 0).all()
+    special = np.array([0.0, -0.0, -1.0, -1e-45, -np.inf, np.inf, np.nan], np.float32)
+    out, _ = _map("log", special, lanes)
+    np.testing.assert_array_equal(out[:len(special)], [-np.inf, -np.inf, np.nan, np.nan, np.nan, np.inf, np.nan])
+
+
+@pytest.mark.parametrize("fn,dtype,vector", [("exp", "float32", "<8 x float>"), ("log", "float32", "<8 x float>"),
+                                             ("exp", "float64", "<4 x double>")])
+def test_exp_and_log_stay_vectorized(fn, dtype, vector):
+    lanes = int(vector[1])
+    f = vector_map(f"vectorized_{fn}_{dtype}", dtype, 64, lanes, lambda v: Call(fn, (v,), dtype))
+    code = f.get_source("ll")
+    assert vector in code
+    assert not any(call in code for call in (f"@llvm.{fn}.", f"@{fn}(", f"@{fn}f("))   # no libm call per lane
 
 
 def test_tanh_saturates_and_keeps_nan():

@@ -1,0 +1,193 @@
+"""`autotune tune`: one task with a live progress bar, or a plan of tasks sharing one budget.
+
+Ctrl-C stops after the current batch; everything measured so far is already in the database.
+"""
+from __future__ import annotations
+
+import json
+import math
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+import numpy as np
+
+from .cli import CLIError, emit_json, parse_shape
+
+
+class _StopOnInterrupt:
+    """SIGINT sets a flag; a callback raises StopTuning at the next batch boundary."""
+
+    def __init__(self) -> None:
+        self.requested = False
+
+    def __enter__(self) -> "_StopOnInterrupt":
+        self._old = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def _handle(self, *_: Any) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+
+    def __exit__(self, *exc: Any) -> None:
+        signal.signal(signal.SIGINT, self._old)
+
+    def check(self, *_: Any) -> None:
+        from .search.tuner import StopTuning
+
+        if self.requested:
+            raise StopTuning()
+
+
+def _numpy_seconds(task: Any) -> float:
+    inputs = task.make_inputs(np.random.default_rng(0))
+    task.reference(inputs)
+    times = []
+    for _ in range(3):
+        t = time.perf_counter()
+        task.reference(inputs)
+        times.append(time.perf_counter() - t)
+    return float(np.median(times))
+
+
+def _progress_bar(trials: int, label: str):
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    return Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("best {task.fields[best]:>8.1f} GFLOP/s  errors {task.fields[errors]}"),
+                    TimeRemainingColumn(), console=Console(stderr=True), transient=False)
+
+
+def _tune_one(op: str, shape: str, dtype: str, target: str, trials: int, tuner: str, db: str | None,
+              early_stopping: int | None, seed: int | None, as_json: bool) -> None:
+    import autotune
+    from tuning_db import TuningDB
+
+    task = autotune.create_task(op, target=target, dtype=dtype, **parse_shape(shape))
+    database = TuningDB(db)
+    with _StopOnInterrupt() as stop, _progress_bar(trials, f"tune {task.workload_key}") as bar:
+        bar_task = bar.add_task("tune", total=trials, best=0.0, errors=0)
+
+        def show(p: Any) -> None:
+            bar.update(bar_task, completed=p.trials_done, best=p.best_gflops, errors=p.errors)
+
+        result = autotune.tune(task, trials=trials, tuner=tuner, db=database, early_stopping=early_stopping,
+                               seed=seed, callbacks=[show, stop.check])
+    summary = {"workload": task.workload_key, "target": task.target, "trials": result.trials,
+               "errors": result.errors, "best_config": result.best_config, "stopped_early": result.stopped_early,
+               "interrupted": stop.requested, "db": str(database.url)}
+    if math.isfinite(result.best_seconds):
+        np_s = _numpy_seconds(task)
+        summary.update(best_ms=result.best_seconds * 1e3, best_gflops=result.best_gflops,
+                       numpy_ms=np_s * 1e3, ratio_to_numpy=np_s / result.best_seconds)
+    if as_json:
+        return emit_json(summary)
+    if stop.requested:
+        click.echo("interrupted: stopped after the current batch; every measurement so far is stored")
+    if not math.isfinite(result.best_seconds):
+        click.echo(f"no valid config found in {result.trials} trials ({result.errors} errors)")
+        return
+    click.echo(f"best config : {json.dumps(result.best_config['knobs'])}")
+    click.echo(f"best        : {summary['best_ms']:.3f} ms, {result.best_gflops:.1f} GFLOP/s "
+               f"({summary['ratio_to_numpy']:.2f}x numpy at {summary['numpy_ms']:.3f} ms)")
+    click.echo(f"stored in   : {database.url} under {task.workload_key}")
+
+
+def _load_plan(path: str) -> dict:
+    try:
+        plan = json.loads(Path(path).read_text())
+    except OSError as e:
+        raise CLIError(f"cannot read plan {path}: {e.strerror}") from None
+    except json.JSONDecodeError as e:
+        raise CLIError(f"plan {path} is not valid JSON: {e.msg} at line {e.lineno}") from None
+    if not isinstance(plan, dict) or not isinstance(plan.get("tasks"), list) or not plan["tasks"]:
+        raise CLIError(f'plan {path} needs {{"tasks": [{{"op": ..., "shape": {{...}}, "weight": N}}, ...]}}')
+    return plan
+
+
+def _tune_plan(path: str, trials: int, tuner: str, db: str | None, seed: int | None, as_json: bool) -> None:
+    import autotune
+    from .measure import MeasureOptions, Measurer
+    from .search.scheduler import TaskState, schedule_tasks
+    from .search.tune import _as_result, _record, make_tuner
+    from tuning_db import TuningDB
+
+    plan = _load_plan(path)
+    trials = int(plan.get("trials", trials))
+    database = TuningDB(db)
+    states, runs = [], {}
+    for i, spec in enumerate(plan["tasks"]):
+        if not isinstance(spec, dict) or "op" not in spec or not isinstance(spec.get("shape"), dict):
+            raise CLIError(f"plan {path}: task {i} needs 'op' and a 'shape' object")
+        task = autotune.create_task(spec["op"], target=spec.get("target", "llvm"), dtype=spec.get("dtype", "float32"),
+                                    **spec["shape"])
+        st = TaskState(task, float(spec.get("weight", 1)), make_tuner(spec.get("tuner", tuner), task, seed))
+        prev = database.records(task.workload_key, task.target)
+        st.tuner.load_history([r.config_index for r in prev], [_as_result(r) for r in prev])
+        best = database.best(task.workload_key, task.target)
+        if best is not None:
+            st.best, st.best_config = best.cost, best.config
+        runs[id(st)] = database.start_run(task.workload_key, task.name, task.params, task.dtype, task.target,
+                                          tuner, trials, seed)
+        states.append(st)
+
+    def record(st: TaskState, pairs: list) -> None:
+        database.add_records(runs[id(st)], [_record(st.task, runs[id(st)], i, r) for i, r in pairs])
+
+    with Measurer(MeasureOptions()) as meas, _StopOnInterrupt() as stop, \
+            _progress_bar(trials, f"tune plan {Path(path).name}") as bar:
+        bar_task = bar.add_task("plan", total=trials, best=0.0, errors=0)
+        done = [0]
+
+        def show(st: TaskState, p: Any) -> None:
+            done[0] += len(p.batch)
+            bar.update(bar_task, completed=done[0], best=p.best_gflops, errors=sum(s.errors for s in states))
+            stop.check()
+
+        try:
+            schedule_tasks(states, meas.measure, trials, 16, record, callbacks=[show])
+        finally:
+            for st in states:
+                database.finish_run(runs[id(st)], st.trials, "interrupted" if stop.requested else "finished")
+    rows = [{"workload": st.task.workload_key, "weight": st.weight, "trials": st.trials, "errors": st.errors,
+             "best_ms": st.best * 1e3 if math.isfinite(st.best) else None,
+             "best_gflops": st.task.flop / st.best / 1e9 if math.isfinite(st.best) else None} for st in states]
+    if as_json:
+        return emit_json(rows)
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("workload", "weight", "trials", "errors", "best ms", "GFLOP/s")
+    for r in rows:
+        table.add_row(r["workload"], f"{r['weight']:g}", str(r["trials"]), str(r["errors"]),
+                      "-" if r["best_ms"] is None else f"{r['best_ms']:.3f}",
+                      "-" if r["best_gflops"] is None else f"{r['best_gflops']:.1f}")
+    Console().print(table)
+
+
+@click.command()
+@click.argument("op", required=False)
+@click.option("--shape", help="NAME=INT[,NAME=INT...], e.g. M=1024,N=1024,K=1024")
+@click.option("--plan", "plan", type=click.Path(), help="JSON file of tasks tuned in one job (shares --trials).")
+@click.option("--dtype", default="float32", show_default=True)
+@click.option("--target", default="llvm", show_default=True, type=click.Choice(["llvm", "cuda"]))
+@click.option("--trials", default=64, show_default=True, type=click.IntRange(1))
+@click.option("--tuner", default="xgb", show_default=True, type=click.Choice(["xgb", "ga", "random", "grid"]))
+@click.option("--db", default=None, help="Tuning database (path or SQLAlchemy URL); default $AUTOTUNE_DB or ./tuning.db")
+@click.option("--early-stopping", type=click.IntRange(1), default=None, help="Stop after N trials without improvement.")
+@click.option("--seed", type=int, default=None)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable summary.")
+def tune(op: str | None, shape: str | None, plan: str | None, dtype: str, target: str, trials: int, tuner: str,
+         db: str | None, early_stopping: int | None, seed: int | None, as_json: bool) -> None:
+    """Tune OP at --shape (or every task of --plan), storing every measurement in the database."""
+    if plan is not None:
+        if op is not None or shape is not None:
+            raise CLIError("give either OP --shape ... or --plan FILE, not both")
+        return _tune_plan(plan, trials, tuner, db, seed, as_json)
+    if op is None or shape is None:
+        raise CLIError("tune needs OP and --shape (or --plan FILE)")
+    _tune_one(op, shape, dtype, target, trials, tuner, db, early_stopping, seed, as_json)

@@ -1,0 +1,214 @@
+"""Vectorizable inline implementations of math intrinsics (exp, log, tanh, sigmoid, erf, rsqrt).
+
+LLVM lowers `llvm.exp.v8f32` and friends to one libm call per lane, which keeps a loop from
+being vectorized in any useful sense. These emitters produce plain arithmetic on scalar or
+vector values instead. Each takes and returns a float value of scalar or vector type (float or
+double) and matches numpy on the special values: overflow to inf, underflow to 0, NaN in ->
+NaN out. Accuracy, against a float64 (or mpmath) reference, is tested in tests/codegen.
+"""
+from __future__ import annotations
+
+import decimal
+from collections.abc import Callable, Sequence
+
+from llvmlite import ir
+
+from .llvm_helpers import CONTRACT, I32, I64, call_intrinsic, const_like, declare, element_type, lanes_of, vector_of
+
+Emitter = Callable[[ir.IRBuilder, ir.Value], ir.Value]
+
+
+def _is_double(ty: ir.Type) -> bool:
+    return isinstance(element_type(ty), ir.DoubleType)
+
+
+def _fmul(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    return b.fmul(x, y, flags=CONTRACT)
+
+
+def _fadd(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    return b.fadd(x, y, flags=CONTRACT)
+
+
+def horner(b: ir.IRBuilder, x: ir.Value, coeffs: Sequence[float]) -> ir.Value:
+    """c0 + x*(c1 + x*(c2 + ...)), coefficients from the constant term up."""
+    acc = const_like(x.type, coeffs[-1])
+    for c in reversed(coeffs[:-1]):
+        acc = _fadd(b, _fmul(b, acc, x), const_like(x.type, c))
+    return acc
+
+
+def keep_nan(b: ir.IRBuilder, arg: ir.Value, result: ir.Value) -> ir.Value:
+    """`result`, except NaN where `arg` is NaN (range clamps would otherwise hide it)."""
+    return b.select(b.fcmp_unordered("uno", arg, arg), arg, result)
+
+
+def _clamp(b: ir.IRBuilder, x: ir.Value, lo: float, hi: float) -> ir.Value:
+    x = call_intrinsic(b, "maxnum", [x, const_like(x.type, lo)])
+    return call_intrinsic(b, "minnum", [x, const_like(x.type, hi)])
+
+
+# ---- exp ---------------------------------------------------------------------------------------
+
+def _ln2_split(mantissa_bits: int) -> tuple[float, float]:
+    """ln 2 as hi + lo, hi with few enough bits that n*hi is exact for every exponent n."""
+    with decimal.localcontext() as ctx:
+        ctx.prec = 50
+        ln2 = decimal.Decimal(2).ln()
+        scale = 2 ** mantissa_bits
+        hi = decimal.Decimal(int(ln2 * scale)) / scale
+        return float(hi), float(ln2 - hi)
+
+
+_LN2_F32 = _ln2_split(12)
+_LN2_F64 = _ln2_split(32)
+_EXP_TAYLOR = [1.0]
+for _k in range(1, 13):
+    _EXP_TAYLOR.append(_EXP_TAYLOR[-1] / _k)
+
+# (clamp lo, clamp hi, exponent bias, mantissa bits, integer type): below lo the result rounds
+# to 0, above hi it is inf; inside, n = round(x / ln 2) stays within [-2 * bias - 2, 2 * bias + 2]
+_EXP_RANGE = {False: (-104.0, 89.0, 127, 23, I32), True: (-746.0, 710.0, 1023, 52, I64)}
+
+
+def _pow2(b: ir.IRBuilder, n: ir.Value, ty: ir.Type, bias: int, shift: int) -> ir.Value:
+    """2.0**n as a float of type `ty` for an integer n in the normal exponent range."""
+    return b.bitcast(b.shl(b.add(n, const_like(n.type, bias)), const_like(n.type, shift)), ty)
+
+
+def emit_exp(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """exp(x) = 2^n * e^r with n = round(x / ln 2), r = x - n ln 2 (Cody-Waite: ln 2 in two parts),
+    e^r by its Taylor series (|r| <= ln2/2: degree 7 in float, 12 in double).
+
+    2^n is applied as two powers of two, 2^(n//2) then 2^(n - n//2), each a normal number, so the
+    only rounding is the last multiplication: large x overflows to inf, and very negative x goes
+    through the subnormals to 0, as libm does.
+    """
+    double = _is_double(x.type)
+    lo, hi, bias, shift, int_ty = _EXP_RANGE[double]
+    ln2_hi, ln2_lo = _LN2_F64 if double else _LN2_F32
+    arg = x
+    x = _clamp(b, x, lo, hi)
+    n = call_intrinsic(b, "floor", [_fadd(b, _fmul(b, x, const_like(x.type, 1.4426950408889634)),
+                                          const_like(x.type, 0.5))])
+    r = b.fsub(x, b.fmul(n, const_like(x.type, ln2_hi)))
+    r = b.fsub(r, b.fmul(n, const_like(x.type, ln2_lo)))
+    poly = horner(b, r, _EXP_TAYLOR[:13] if double else _EXP_TAYLOR[:8])
+    ni = b.fptosi(n, vector_of(int_ty, lanes_of(x)))
+    half = b.ashr(ni, const_like(ni.type, 1))
+    scaled = b.fmul(poly, _pow2(b, half, x.type, bias, shift))
+    scaled = b.fmul(scaled, _pow2(b, b.sub(ni, half), x.type, bias, shift))
+    return keep_nan(b, arg, scaled)
+
+
+# ---- log ---------------------------------------------------------------------------------------
+
+# log(1 + f) = f - f^2/2 + f^3 * P(f) for f in [sqrt(1/2) - 1, sqrt(2) - 1]: Cephes' logf
+# minimax coefficients (S. L. Moshier, Cephes Math Library 2.2, single precision).
+_LOG_P_F32 = [3.3333331174e-1, -2.4999993993e-1, 2.0000714765e-1, -1.6668057665e-1,
+              1.4249322787e-1, -1.2420140846e-1, 1.1676998740e-1, -1.1514610310e-1,
+              7.0376836292e-2]
+_LN2_HI_CEPHES, _LN2_LO_CEPHES = 0.693359375, -2.12194440e-4
+_FLT_MIN = 1.1754943508222875e-38
+
+
+def emit_log(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """Natural log. float: x = 2^e * m with m in [sqrt(1/2), sqrt(2)) read from the bits
+    (subnormals first scaled by 2^23), log(m) = log(1 + f) by Cephes' polynomial, plus e * ln 2
+    in two parts; log(0) = -inf, log(x < 0) = NaN, log(inf) = inf. double: `llvm.log` (libm),
+    whose accuracy an inline version would have to match to 1 ulp."""
+    if _is_double(x.type):
+        return call_intrinsic(b, "log", [x])
+    ity = vector_of(I32, lanes_of(x))
+    tiny = b.fcmp_ordered("<", x, const_like(x.type, _FLT_MIN))
+    bits = b.bitcast(b.select(tiny, b.fmul(x, const_like(x.type, 2.0 ** 23)), x), ity)
+    e = b.sub(b.and_(b.lshr(bits, const_like(ity, 23)), const_like(ity, 0xFF)),
+              b.select(tiny, const_like(ity, 127 + 23), const_like(ity, 127)))
+    m = b.bitcast(b.or_(b.and_(bits, const_like(ity, 0x7FFFFF)), const_like(ity, 0x3F800000)), x.type)
+    big = b.fcmp_ordered(">", m, const_like(x.type, 1.4142135623730951))
+    m = b.select(big, b.fmul(m, const_like(x.type, 0.5)), m)
+    fe = b.sitofp(b.add(e, b.zext(big, ity)), x.type)
+    f = b.fsub(m, const_like(x.type, 1.0))          # exact: m is within a factor 2 of 1
+    z = b.fmul(f, f)
+    y = _fmul(b, _fmul(b, f, z), horner(b, f, _LOG_P_F32))
+    y = _fadd(b, y, _fmul(b, fe, const_like(x.type, _LN2_LO_CEPHES)))
+    y = b.fsub(y, b.fmul(z, const_like(x.type, 0.5)))
+    out = _fadd(b, b.fadd(f, y), _fmul(b, fe, const_like(x.type, _LN2_HI_CEPHES)))
+    out = b.select(b.fcmp_ordered("==", x, const_like(x.type, float("inf"))), x, out)
+    out = b.select(b.fcmp_ordered("==", x, const_like(x.type, 0.0)), const_like(x.type, float("-inf")), out)
+    return b.select(b.fcmp_unordered("<", x, const_like(x.type, 0.0)), const_like(x.type, float("nan")), out)
+
+
+# ---- tanh, sigmoid -----------------------------------------------------------------------------
+
+# tanh(x) = x + x^3*(c1 + c2 x^2 + ...) near 0: its Taylor coefficients (2^2k (2^2k-1) B_2k/(2k)!).
+_TANH_TAYLOR = [-1 / 3, 2 / 15, -17 / 315, 62 / 2835, -1382 / 155925, 21844 / 6081075,
+                -929569 / 638512875]
+
+
+def emit_tanh(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """tanh via e = exp(-2|x|) in [0, 1]: (1 - e) / (1 + e) with the sign of x; no overflow,
+    so +-large gives +-1 and never NaN. Near 0 (where 1 - e cancels) the Taylor series is used."""
+    double = _is_double(x.type)
+    ax = call_intrinsic(b, "fabs", [x])
+    e = emit_exp(b, b.fmul(ax, const_like(x.type, -2.0)))
+    one = const_like(x.type, 1.0)
+    far = b.fdiv(b.fsub(one, e), b.fadd(one, e))
+    x2 = b.fmul(ax, ax)
+    near = _fadd(b, ax, _fmul(b, _fmul(b, ax, x2), horner(b, x2, _TANH_TAYLOR if double else _TANH_TAYLOR[:5])))
+    small = b.fcmp_ordered("<", ax, const_like(x.type, 0.1 if double else 0.3))
+    return call_intrinsic(b, "copysign", [b.select(small, near, far), x])
+
+
+def emit_sigmoid(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """1 / (1 + exp(-x)) via e = exp(-|x|): 1/(1+e) for x >= 0 and e/(1+e) below, which keeps
+    full relative precision for very negative x and never overflows."""
+    e = emit_exp(b, b.fneg(call_intrinsic(b, "fabs", [x])))
+    s = b.fdiv(const_like(x.type, 1.0), b.fadd(const_like(x.type, 1.0), e))
+    return b.select(b.fcmp_ordered(">=", x, const_like(x.type, 0.0)), s, b.fmul(e, s))
+
+
+# ---- erf, rsqrt --------------------------------------------------------------------------------
+
+# erf(x) ~= x * P(x^2) / Q(x^2) on |x| <= 4 (erf(4) = 1 - 1.5e-8), fitted by us (iteratively
+# reweighted least squares on Chebyshev nodes, mpmath reference); max abs error 7.5e-10 in double.
+_ERF_P = [1.1283791746094411, 0.1694733049487675, 0.051468415896255844, 0.003088787519690546,
+          0.00031876121618795993, 5.27229926159634e-07, -4.021418858412952e-08]
+_ERF_Q = [1.0, 0.48352524990133333, 0.10678724732281664, 0.013791295565574931,
+          0.0010822567159518705, 4.4876224734631893e-05, -5.246314946382432e-07]
+
+
+def emit_erf_rational(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """erf of a float32 value, evaluated in double (float32 rounding inside the rational would
+    cost ~3e-7 near |x| = 4), then rounded once; vectorizes and calls no libm function."""
+    dty = vector_of(ir.DoubleType(), lanes_of(x))
+    xd = _clamp(b, b.fpext(x, dty), -4.0, 4.0)
+    t = b.fmul(xd, xd)
+    y = b.fdiv(b.fmul(xd, horner(b, t, _ERF_P)), horner(b, t, _ERF_Q))
+    return keep_nan(b, x, b.fptrunc(y, x.type))
+
+
+def emit_erf(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    if _is_double(x.type):   # double precision wants libm's erf; the rational gives ~1e-9
+        return per_lane_call(b, declare(b.module, "erf", element_type(x.type), [element_type(x.type)]), x)
+    return emit_erf_rational(b, x)
+
+
+def emit_rsqrt(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    return b.fdiv(const_like(x.type, 1.0), call_intrinsic(b, "sqrt", [x]))
+
+
+def per_lane_call(b: ir.IRBuilder, fn: ir.Function, x: ir.Value) -> ir.Value:
+    """Apply a scalar external function to each lane of `x` (used only where precision wins)."""
+    if lanes_of(x) == 1:
+        return b.call(fn, [x])
+    out = ir.Constant(x.type, ir.Undefined)
+    for lane in range(lanes_of(x)):
+        idx = ir.Constant(I32, lane)
+        out = b.insert_element(out, b.call(fn, [b.extract_element(x, idx)]), idx)
+    return out
+
+
+# The calls the codegen emits inline, by te name; the others map to LLVM intrinsics.
+INLINE: dict[str, Emitter] = {"exp": emit_exp, "log": emit_log, "tanh": emit_tanh,
+                              "sigmoid": emit_sigmoid, "erf": emit_erf, "rsqrt": emit_rsqrt}

@@ -1,0 +1,100 @@
+"""PARALLEL loops on libgomp: outline the loop, launch it with `GOMP_parallel` on every thread.
+
+The loop becomes two private functions. `body(bufs..., status, vars..., begin, end)` runs
+iterations [begin, end) of the loop: its buffers are noalias parameters, the free variables of
+the loop body are passed by value. `launcher(closure)` unpacks a struct of those arguments,
+computes the calling thread's static chunk and calls the body, which is always inlined into it
+(so the no-alias facts survive). The kernel fills the closure on its stack and calls
+`GOMP_parallel(launcher, closure, threads, 0)`.
+
+An allocation failure in a thread stores its error code to `status` (an i32 in the kernel's
+frame) and ends that thread's chunk; the kernel checks it once every thread has joined.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from llvmlite import ir
+
+from ..ir.functor import walk
+from ..ir.nodes import Allocate, For, Let, Load, Store
+from ..te.expr import Var
+from . import llvm_helpers as h
+from .llvm_helpers import I32, PTR, VOID
+
+if TYPE_CHECKING:
+    from .llvm import LLVMCodegen
+
+
+def captures(loop: For) -> tuple[list[Var], list]:
+    """Free variables and buffers of a parallel loop's body, in first-use order."""
+    used_vars: dict[Var, None] = {}
+    bound_vars = {loop.var}
+    used_bufs: dict = {}
+    bound_bufs = set()
+
+    def visit(n):
+        if isinstance(n, Var):
+            used_vars.setdefault(n)
+        elif isinstance(n, (For, Let)):
+            bound_vars.add(n.var)
+        elif isinstance(n, (Load, Store)):
+            used_bufs.setdefault(n.buffer)
+        elif isinstance(n, Allocate):
+            bound_bufs.add(n.buffer)
+
+    walk(loop.body, visit)
+    return ([v for v in used_vars if v not in bound_vars],
+            [buf for buf in used_bufs if buf not in bound_bufs])
+
+
+def emit_parallel_for(cg: LLVMCodegen, loop: For) -> None:
+    """Outline `loop` (see the module docstring) and launch it from the current function."""
+    vars, bufs = captures(loop)
+    values = [cg.var_value(v) for v in vars]
+    ptrs = [cg.buffer_ptr(buf) for buf in bufs]
+    status = cg.status_slot()
+    name = cg.outlined_name()
+    types = [PTR] * (len(ptrs) + 1) + [v.type for v in values]
+    body = cg.new_function(f"{name}_body", types + [I32, I32], noalias=len(ptrs), internal=True)
+    body.attributes.add("alwaysinline")
+    args = body.args
+    labels = [buf.name for buf in bufs] + ["status"] + [v.name for v in vars] + ["begin", "end"]
+    for arg, label in zip(args, labels):
+        arg.name = label
+    body_scope = cg.emit_function(
+        body, dict(zip(vars, args[len(ptrs) + 1:-2])), dict(zip(bufs, args[:len(ptrs)])),
+        lambda: cg.serial_loop(loop.var, args[-2], args[-1], loop.body), status=args[len(ptrs)])
+    closure_ty = ir.LiteralStructType(types)
+    launcher = cg.new_function(name, [PTR], internal=True)
+    cg.emit_function(launcher, {}, {}, lambda: _launcher_body(cg, launcher, closure_ty, body, loop.extent))
+    b = cg.b
+    closure = h.alloca_once(b, closure_ty, name=f"{name}.closure")
+    b.store(ir.Constant(I32, 0), status)
+    for k, v in enumerate(ptrs + [status] + values):
+        b.store(v, b.gep(closure, [ir.Constant(I32, 0), ir.Constant(I32, k)], inbounds=True,
+                         source_etype=closure_ty))
+    gomp = h.declare(cg.module, "GOMP_parallel", VOID, [PTR, PTR, I32, I32])
+    threads = b.load(cg.num_threads, typ=I32)          # 0 (never set) lets libgomp choose
+    cap = ir.Constant(I32, loop.extent)                # no idle threads for short loops
+    threads = b.select(b.icmp_signed(">", threads, cap), cap, threads)
+    b.call(gomp, [launcher, closure, threads, ir.Constant(I32, 0)])
+    if body_scope.fail is not None:                    # a thread could not allocate
+        code = b.load(status, typ=I32)
+        cg.fail_if(b.icmp_signed("!=", code, ir.Constant(I32, 0)), code)
+
+
+def _launcher_body(cg: LLVMCodegen, launcher: ir.Function, closure_ty: ir.LiteralStructType,
+                   body: ir.Function, extent: int) -> None:
+    b = cg.b
+    fields = [b.load(b.gep(launcher.args[0], [ir.Constant(I32, 0), ir.Constant(I32, k)],
+                           inbounds=True, source_etype=closure_ty), typ=ty)
+              for k, ty in enumerate(closure_ty.elements)]
+    tid = b.call(h.declare(cg.module, "omp_get_thread_num", I32, []), [])
+    nthreads = b.call(h.declare(cg.module, "omp_get_num_threads", I32, []), [])
+    # static schedule: thread t runs [t*chunk, min(extent, (t+1)*chunk))
+    chunk = b.sdiv(b.add(nthreads, ir.Constant(I32, extent - 1)), nthreads)
+    begin = b.mul(tid, chunk)
+    end = b.add(begin, chunk)
+    end = b.select(b.icmp_signed("<", end, ir.Constant(I32, extent)), end, ir.Constant(I32, extent))
+    b.call(body, fields + [begin, end])

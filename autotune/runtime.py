@@ -1,0 +1,144 @@
+"""The runtime: `autotune.load` gives a program the best known kernel for an op at a shape.
+
+Lookup order: the best valid record for this exact workload and target; else the best record of
+the nearest tuned shape of the same op whose config is legal here; else the template's default
+config. Each fallback warns once per workload, naming what was used. The database is opened
+read-only; kernels come from the memory LRU, else the disk cache, else a compile.
+"""
+from __future__ import annotations
+
+import math
+import threading
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .codegen import compile_object, load_module
+from .errors import InstantiationError
+from .ir.lower import lower
+from .kernel_cache import DiskCache, MemoryCache, entry_key
+from .schedules.task import Task, create_task
+
+_MEMORY = MemoryCache()
+_WARNED: set[tuple[str, str]] = set()
+_LOCK = threading.Lock()
+
+
+@dataclass
+class Kernel:
+    """A compiled kernel for one workload: `kernel(*inputs)` returns new outputs,
+    `kernel(*inputs, out=arrays)` writes them in place."""
+
+    task: Task
+    config: dict
+    provenance: str            # "tuned", "nearest:<workload key>" or "default"
+    gflops_expected: float | None
+    func: Any
+
+    def __call__(self, *inputs: np.ndarray, out: Any = None) -> Any:
+        n_in = self.task.num_inputs
+        if len(inputs) != n_in:
+            raise TypeError(f"{self.task.name} takes {n_in} input array(s), got {len(inputs)}")
+        specs = self.task.arg_specs[n_in:]
+        if out is None:
+            outs = [np.empty(shape, dtype) for shape, dtype in specs]
+        else:
+            outs = list(out) if isinstance(out, (list, tuple)) else [out]
+            if len(outs) != len(specs):
+                raise TypeError(f"{self.task.name}: out= needs {len(specs)} array(s), got {len(outs)}")
+        self.func(*inputs, *outs)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    @property
+    def workload_key(self) -> str:
+        return self.task.workload_key
+
+
+def _warn_once(task: Task, msg: str) -> None:
+    key = (task.workload_key, task.target)
+    with _LOCK:
+        if key in _WARNED:
+            return
+        _WARNED.add(key)
+    warnings.warn(msg, stacklevel=3)
+
+
+def _open_db(db: Any) -> Any:
+    from tuning_db import TuningDB, TuningDBError
+
+    if isinstance(db, TuningDB):
+        return db
+    try:
+        return TuningDB(db, readonly=True)
+    except TuningDBError as e:
+        if "does not exist" in str(e):
+            return None
+        raise
+
+
+def _distance(a: dict, b: dict) -> float:
+    keys = set(a) | set(b)
+    return sum(abs(math.log2(max(a.get(k, 1), 1)) - math.log2(max(b.get(k, 1), 1))) for k in keys)
+
+
+def _first_legal(task: Task, records: list, limit: int = 32) -> int | None:
+    """The fastest of these records whose config is legal at this task's shape."""
+    for rec in sorted(records, key=lambda r: r.cost)[:limit]:
+        try:
+            index = task.config(rec.config).index
+        except InstantiationError:
+            continue
+        if task.is_valid(index):
+            return index
+    return None
+
+
+def _choose(task: Task, db: Any) -> tuple[int, str, float | None]:
+    """(config index, provenance, expected GFLOP/s) by the lookup order above."""
+    if db is not None:
+        best = db.best(task.workload_key, task.target)
+        if best is not None:
+            try:
+                return task.config(best.config).index, "tuned", task.flop / best.cost / 1e9
+            except InstantiationError:
+                pass  # a record of an older template version: fall through
+        others = [w for w in db.workloads(op=task.name)
+                  if w.target_key == task.target and w.dtype == task.dtype and w.key != task.workload_key]
+        for w in sorted(others, key=lambda w: _distance(w.params, task.params)):
+            index = _first_legal(task, db.records(w.key, task.target, ok_only=True))
+            if index is not None:
+                _warn_once(task, f"autotune: no tuned record for {task.workload_key}; using the config tuned "
+                                 f"for the nearest shape {w.key}")
+                return index, f"nearest:{w.key}", None
+    index = next(i for i in range(len(task.config_space)) if task.is_valid(i))
+    _warn_once(task, f"autotune: no tuned record for {task.workload_key} (nor a usable nearby shape); "
+                     "using the template's default config — run `autotune tune` for this shape")
+    return index, "default", None
+
+
+def _compile(task: Task, index: int, disk: DiskCache) -> Any:
+    config = task.config(index).to_json()
+    key = entry_key(task.workload_key, task.target, config["knobs"])
+    hit = disk.get(key)
+    if hit is not None:
+        try:
+            return load_module(*hit)
+        except Exception:  # noqa: BLE001  (a stale or unloadable entry is rebuilt, never trusted)
+            pass
+    s, args = task.instantiate(index)
+    signature, obj = compile_object(lower(s, args, name=task.name))
+    disk.put(key, signature, obj)
+    return load_module(signature, obj)
+
+
+def load(op: str, target: str = "llvm", db: Any = None, dtype: str = "float32", **params: Any) -> Kernel:
+    """The best known kernel for `op` at these shape parameters (see the module docstring)."""
+    task = create_task(op, target=target, dtype=dtype, **params)
+    database = _open_db(db)
+    index, provenance, gflops = _choose(task, database)
+    config = task.config(index).to_json()
+    key = (task.workload_key, task.target, index)
+    func = _MEMORY.get_or_create(key, lambda: _compile(task, index, DiskCache()))
+    return Kernel(task, config, provenance, gflops, func)

@@ -1,0 +1,112 @@
+"""tune: search a task's config space with a named tuner, keeping every result in the database.
+
+Resume: configs already in the database for this workload and target are never measured again,
+and their results warm-start the tuner. Transfer: records of other shapes of the same op warm-start
+the model-guided tuner's IR model.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ..measure import MeasureOptions, Measurer
+from ..measure.types import ErrorKind, MeasureResult
+from ..schedules.task import Task, create_task
+from .ga import GATuner
+from .grid import GridTuner
+from .random import RandomTuner
+from .tuner import Progress, TuneResult, Tuner, tune_loop
+from .xgb import XGBTuner, config_features
+
+TUNERS: dict[str, type[Tuner]] = {"xgb": XGBTuner, "ga": GATuner, "random": RandomTuner, "grid": GridTuner}
+MAX_TRANSFER_RECORDS = 256
+
+
+def make_tuner(name: str, task: Task, seed: int | None = None) -> Tuner:
+    if name not in TUNERS:
+        raise ValueError(f"unknown tuner {name!r}; expected one of {sorted(TUNERS)}")
+    return TUNERS[name](task, seed=seed)
+
+
+def _open_db(db: Any) -> Any:
+    from tuning_db import TuningDB
+
+    return db if isinstance(db, TuningDB) else TuningDB(db)
+
+
+def _record(task: Task, run_id: int, idx: int, res: MeasureResult) -> Any:
+    from tuning_db import Record
+
+    return Record(task.workload_key, task.target, idx, task.config(idx).to_json(), tuple(res.costs),
+                  res.error_kind.value, res.error_msg, res.build_seconds, res.timestamp, run_id)
+
+
+def _as_result(rec: Any) -> MeasureResult:
+    return MeasureResult(tuple(rec.costs), ErrorKind(rec.error_kind), rec.error_msg, rec.build_seconds, rec.timestamp)
+
+
+def _transfer_rows(task: Task, db: Any, tuner: XGBTuner) -> None:
+    """IR features of other shapes' best records of this op and target."""
+    feats, thr, groups = [], [], []
+    for w in db.workloads(op=task.name):
+        if w.key == task.workload_key or w.target_key != task.target or w.dtype != task.dtype:
+            continue
+        try:
+            other = create_task(task.name, dtype=w.dtype, **w.params)
+        except (ValueError, TypeError):
+            continue  # a shape this version's template no longer accepts
+        best_first = sorted(db.records(w.key, task.target, ok_only=True), key=lambda r: r.cost)
+        for rec in best_first[:MAX_TRANSFER_RECORDS // 4]:
+            try:
+                feats.append(config_features(other, rec.config_index))
+            except ValueError:
+                continue
+            thr.append(1.0 / rec.cost)
+            groups.append(w.key)
+    if feats:
+        tuner.add_transfer(np.stack(feats), np.asarray(thr), groups)
+
+
+def tune(task: Task, trials: int = 64, tuner: str = "xgb", db: Any = None, early_stopping: int | None = None,
+         seed: int | None = None, callbacks: Sequence[Callable[[Progress], Any]] = (),
+         measure_option: MeasureOptions | None = None, batch_size: int = 16, measurer: Any = None) -> TuneResult:
+    """Tune `task` for up to `trials` new measurements; every result lands in the database."""
+    if not isinstance(task, Task):
+        raise TypeError(f"tune expects a Task (autotune.create_task), got {type(task).__name__}")
+    if trials < 1 or batch_size < 1:
+        raise ValueError(f"trials and batch_size must be >= 1, got {trials} and {batch_size}")
+    database = _open_db(db)
+    strategy = make_tuner(tuner, task, seed)
+    previous = database.records(task.workload_key, task.target)
+    strategy.load_history([r.config_index for r in previous], [_as_result(r) for r in previous])
+    if isinstance(strategy, XGBTuner):
+        _transfer_rows(task, database, strategy)
+    best_prev = database.best(task.workload_key, task.target)
+    run_id = database.start_run(task.workload_key, task.name, task.params, task.dtype, task.target, tuner,
+                                trials, seed)
+    own = measurer is None
+    meas = Measurer(measure_option or MeasureOptions()) if own else measurer
+    status, result, done = "failed", None, [0]
+
+    def record(pairs: list[tuple[int, MeasureResult]]) -> None:
+        database.add_records(run_id, [_record(task, run_id, i, r) for i, r in pairs])
+        done[0] += len(pairs)
+
+    try:
+        result = tune_loop(
+            task, strategy, meas.measure, trials, batch_size, record=record,
+            early_stopping=early_stopping, callbacks=callbacks,
+            best_seconds=best_prev.cost if best_prev is not None else math.inf,
+            best_index=best_prev.config_index if best_prev is not None else None)
+        status = "finished"
+    except KeyboardInterrupt:
+        status = "interrupted"
+        raise
+    finally:
+        database.finish_run(run_id, done[0], status)
+        if own:
+            meas.close()
+    result.run_id = run_id
+    return result

@@ -1,0 +1,186 @@
+"""Features of lowered loop IR: fixed length, deterministic, sensitive to the schedule, fast."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+import autotune
+from autotune import te
+from autotune.costmodel.features import FEATURE_LEN, MAX_KNOBS, extract, feature_names
+from autotune.ir.nodes import Buffer, For, ForKind, PrimFunc, Store
+from autotune.schedules.cpu.matmul import default_schedule, hand_schedule
+from autotune.te.expr import Var, const
+
+NAMES = feature_names()
+
+
+def feat(v: np.ndarray, name: str) -> float:
+    return float(v[NAMES.index(name)])
+
+
+def matmul_func(M, N, K, **kw):
+    s, args = hand_schedule(M, N, K, **kw) if kw else default_schedule(M, N, K)
+    return autotune.lower(s, args)
+
+
+def vadd_func(n=1000, factor=16, vectorize=True, parallel=True):
+    A = te.placeholder((n,), "float32", name="A")
+    B = te.placeholder((n,), "float32", name="B")
+    C = te.compute((n,), lambda i: A[i] + B[i], name="C")
+    s = te.create_schedule(C.op)
+    xo, xi = s[C].split(C.op.axis[0], factor)
+    if vectorize:
+        s[C].vectorize(xi)
+    if parallel:
+        s[C].parallel(xo)
+    return autotune.lower(s, [A, B, C])
+
+
+def reduce_func(rows=64, cols=301, unroll=0):
+    X = te.placeholder((rows, cols), "float32", name="X")
+    k = te.reduce_axis((0, cols), name="k")
+    R = te.compute((rows,), lambda i: te.sum(X[i, k], axis=k), name="R")
+    s = te.create_schedule(R.op)
+    if unroll:
+        _, ki = s[R].split(k, unroll)
+        s[R].unroll(ki)
+    return autotune.lower(s, [X, R])
+
+
+def thread_bound_func():
+    """A hand-built GPU-style function: a THREAD_BOUND loop around a scalar store."""
+    buf = Buffer("Y", (256,), "float32")
+    i = Var("threadIdx.x")
+    body = For(i, 256, ForKind.THREAD_BOUND, Store(buf, i, const(1.0, "float32")), "threadIdx.x")
+    return PrimFunc("gpu", (buf,), body)
+
+
+FUNCS = {
+    "mm_hand": lambda: matmul_func(128, 128, 128, bn=32, rows=8, kfactor=4),
+    "mm_tail": lambda: matmul_func(97, 61, 43, bn=16, rows=4, kfactor=3),
+    "mm_big_unroll": lambda: matmul_func(200, 200, 200, bn=64, rows=16, kfactor=8),
+    "mm_naive": lambda: matmul_func(33, 17, 9),
+    "vadd_tail": lambda: vadd_func(1000),
+    "vadd_scalar": lambda: vadd_func(1000, vectorize=False, parallel=False),
+    "reduce": lambda: reduce_func(),
+    "reduce_unrolled": lambda: reduce_func(unroll=8),
+    "thread_bound": thread_bound_func,
+    "empty": lambda: PrimFunc("empty", (), Store(Buffer("Z", (1,), "float32"), const(0), const(0.0, "float32"))),
+}
+
+
+@pytest.fixture(scope="module")
+def funcs():
+    return {name: make() for name, make in FUNCS.items()}
+
+
+def test_names_match_length_and_are_unique():
+    assert len(NAMES) == FEATURE_LEN == len(set(NAMES))
+
+
+def test_fixed_length_finite_float32(funcs):
+    for name, f in funcs.items():
+        v = extract(f)
+        assert v.shape == (FEATURE_LEN,) and v.dtype == np.float32, name
+        assert np.all(np.isfinite(v)), name
+
+
+def test_deterministic_across_calls_and_relowering(funcs):
+    for name, make in FUNCS.items():
+        a, b, c = extract(funcs[name]), extract(funcs[name]), extract(make())
+        assert np.array_equal(a, b) and np.array_equal(a, c), name
+
+
+def test_different_schedules_give_different_vectors():
+    configs = [dict(bn=bn, rows=r, kfactor=kf) for bn in (8, 16, 32) for r in (2, 4) for kf in (1, 4)]
+    vecs = [extract(matmul_func(128, 128, 128, **c)) for c in configs]
+    vecs.append(extract(matmul_func(128, 128, 128)))
+    distinct = {v.tobytes() for v in vecs}
+    assert len(distinct) == len(vecs)
+
+
+def test_vectorized_and_scalar_differ_in_lanes(funcs):
+    vec, scalar = extract(funcs["vadd_tail"]), extract(funcs["vadd_scalar"])
+    assert feat(vec, "vector_lanes") == pytest.approx(np.log2(17))
+    assert feat(scalar, "vector_lanes") == pytest.approx(1.0)
+    assert feat(vec, "loop0.is_vectorized") == 1.0 and feat(scalar, "loop0.is_vectorized") == 0.0
+    assert feat(vec, "n_parallel") == 1.0 and feat(scalar, "n_parallel") == 0.0
+
+
+def test_naive_matmul_strides_reuse_and_flops(funcs):
+    v = extract(funcs["mm_naive"])   # for i<33: for j<17: for k<9: C[i*17+j] += A[i*9+k] * B[k*17+j]
+    assert feat(v, "flops") == pytest.approx(np.log2(1 + 2 * 33 * 17 * 9))
+    assert feat(v, "hot_depth") == 3 and feat(v, "unroll") == 1.0
+    # innermost loop is k: C is reused 9 times (stride 0), A is contiguous, B strided by 17
+    stride_of = {}
+    for b in range(3):
+        stride = round(2 ** feat(v, f"buf{b}.stride") - 1, 3)  # float32 logs
+        stride_of[stride] = b
+    assert sorted(stride_of) == [0, 1, 17]
+    c = stride_of[0]
+    assert feat(v, f"buf{c}.is_store") == 1.0
+    assert feat(v, f"buf{c}.reuse0") == pytest.approx(np.log2(1 + 9))
+    assert feat(v, f"buf{stride_of[17]}.reuse2") == pytest.approx(np.log2(1 + 33))  # B reused over i
+
+
+def test_hand_schedule_sees_unroll_vector_parallel_and_local(funcs):
+    v = extract(funcs["mm_hand"])
+    assert feat(v, "loop0.is_vectorized") == 1.0 and feat(v, "loop0.extent") == pytest.approx(np.log2(33))
+    assert feat(v, "loop1.is_unrolled") == 1.0 and feat(v, "unroll") == pytest.approx(np.log2(33))
+    assert feat(v, "n_parallel") == 2.0 and feat(v, "parallel_frac") == 1.0
+    assert feat(v, "n_local_alloc") == 1.0 and feat(v, "local_bytes") == pytest.approx(np.log2(1 + 8 * 32 * 4))
+    assert feat(v, "flops") == pytest.approx(np.log2(1 + 2 * 128 ** 3), rel=1e-3)
+
+
+def test_tails_show_guards_and_unrolled_reduction(funcs):
+    assert feat(extract(funcs["vadd_tail"]), "inner_guards") > 0
+    assert feat(extract(funcs["mm_tail"]), "n_guards") > 0
+    assert feat(extract(funcs["mm_hand"]), "n_guards") == 0
+    plain, unrolled = extract(funcs["reduce"]), extract(funcs["reduce_unrolled"])
+    assert feat(plain, "flops") == pytest.approx(np.log2(1 + 64 * 301))
+    assert feat(unrolled, "unroll") == pytest.approx(np.log2(9))
+    assert feat(unrolled, "inner_guards") > 0 and feat(plain, "inner_guards") == 0
+
+
+def test_thread_bound_kind(funcs):
+    v = extract(funcs["thread_bound"])
+    assert feat(v, "loop0.is_thread") == 1.0 and feat(v, "parallel_extent") == pytest.approx(np.log2(257))
+
+
+def test_knobs_padded_and_truncated(funcs):
+    f = funcs["vadd_tail"]
+    base = extract(f)
+    at = NAMES.index("knob0")
+    short = extract(f, [3, 5])
+    assert list(short[at:at + 3]) == [3, 5, 0]
+    assert np.array_equal(short[:at], base[:at])
+    long = extract(f, list(range(1, 40)))
+    assert list(long[at:]) == list(range(1, MAX_KNOBS + 1))
+
+
+def test_extraction_under_5ms_for_matmul():
+    f = matmul_func(256, 256, 256, bn=32, rows=8, kfactor=4)
+    extract(f)
+    best = min(_timed(extract, f) for _ in range(7))
+    assert best < 5e-3, f"feature extraction took {best * 1e3:.2f} ms"
+
+
+def _timed(fn, *args) -> float:
+    t = time.perf_counter()
+    fn(*args)
+    return time.perf_counter() - t
+
+
+def test_every_feature_is_documented_in_the_module_table():
+    import re
+
+    from autotune.costmodel import features
+
+    words = set(re.findall(r"[\w{}]+", features.__doc__))
+    for name in NAMES:
+        field = re.sub(r"(?<=[a-z])\d+$", "{i}", name.split(".")[-1])   # reuse3 -> reuse{i}
+        if name.startswith("knob"):
+            field = "knob{k}"
+        assert field in words, f"{name} ({field}) is not in the features docstring"

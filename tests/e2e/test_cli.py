@@ -1,0 +1,94 @@
+"""The CLI through its real entry point (a subprocess) against a real SQLite file."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+def cli(*args, env_extra=None, check=True):
+    env = dict(os.environ, AUTOTUNE_NUM_THREADS="2", **(env_extra or {}))
+    p = subprocess.run([sys.executable, "-m", "autotune.cli", *args], capture_output=True, text=True, env=env,
+                       timeout=600)
+    if check and p.returncode != 0:
+        raise AssertionError(f"autotune {' '.join(args)} exited {p.returncode}:\n{p.stdout}\n{p.stderr}")
+    return p
+
+
+@pytest.fixture(scope="module")
+def tuned_db(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("cli") / "t.db")
+    p = cli("tune", "matmul", "--shape", "M=48,N=40,K=24", "--trials", "12", "--tuner", "random",
+            "--db", path, "--seed", "0", "--json")
+    summary = json.loads(p.stdout)
+    assert summary["trials"] == 12 and summary["best_gflops"] > 0 and summary["ratio_to_numpy"] > 0
+    return path
+
+
+def test_tune_then_inspect(tuned_db):
+    rows = json.loads(cli("db", "workloads", "--db", tuned_db, "--json").stdout)
+    assert rows[0]["key"] == "matmul(M=48,N=40,K=24)float32" and rows[0]["trials"] == 12
+    best = json.loads(cli("db", "best", "matmul", "--shape", "M=48,N=40,K=24", "--db", tuned_db, "--json").stdout)
+    assert best["config"]["knobs"] and "for " in best["ir"]
+    text = cli("db", "show", rows[0]["key"], "--db", tuned_db, "--source", "asm").stdout
+    assert "best" in text and "ret" in text
+    hist = json.loads(cli("db", "history", rows[0]["key"], "--db", tuned_db, "--json").stdout)
+    assert len(hist) == 12 and hist[-1]["best_ms"] == min(h["best_ms"] for h in hist if h["best_ms"])
+
+
+def test_resume_adds_new_configs_only(tuned_db, tmp_path):
+    cli("tune", "matmul", "--shape", "M=48,N=40,K=24", "--trials", "6", "--tuner", "random", "--db", tuned_db,
+        "--seed", "0")
+    out = tmp_path / "all.jsonl"
+    cli("db", "export", str(out), "--db", tuned_db)
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert len(lines) == 18 and len({x["config_index"] for x in lines}) == 18
+
+
+def test_export_import_into_fresh_db(tuned_db, tmp_path):
+    out = tmp_path / "e.jsonl"
+    cli("db", "export", str(out), "--db", tuned_db)
+    fresh = str(tmp_path / "fresh.db")
+    assert "imported" in cli("db", "import", str(out), "--db", fresh).stdout
+    a = json.loads(cli("db", "workloads", "--db", tuned_db, "--json").stdout)
+    b = json.loads(cli("db", "workloads", "--db", fresh, "--json").stdout)
+    assert [(r["key"], r["trials"], r["best_cost"]) for r in a] == [(r["key"], r["trials"], r["best_cost"]) for r in b]
+
+
+def test_ops_lists_the_templates():
+    rows = json.loads(cli("ops", "--json").stdout)
+    assert {"matmul", "dense", "batch_matmul", "conv2d"} <= {r["op"] for r in rows}
+    assert all(not r["op"].startswith("testing.") for r in rows)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["tune", "gemm", "--shape", "M=4"], "unknown op 'gemm'"),
+    (["tune", "matmul", "--shape", "M=4,N=4"], "missing parameter"),
+    (["tune", "matmul", "--shape", "M=4,Q=3,N=4,K=4"], "unknown parameter"),
+    (["tune", "matmul", "--shape", "M=four"], "malformed --shape"),
+    (["tune", "matmul", "--shape", "M=4,N=4,K=4", "--target", "opencl"], "Invalid value for '--target'"),
+    (["db", "workloads", "--db", "/nonexistent/dir/x.db"], "does not exist"),
+    (["db", "show", "nope()float32", "--db", "{notdb}"], "not a tuning database"),
+    (["tune", "--plan", "{badplan}"], "not valid JSON"),
+])
+def test_bad_input_exits_2_with_one_line(args, message, tmp_path):
+    notdb = tmp_path / "notdb.db"
+    notdb.write_text("hello, I am not a database\n")
+    badplan = tmp_path / "plan.json"
+    badplan.write_text("{tasks: ")
+    args = [a.format(notdb=notdb, badplan=badplan) for a in args]
+    p = cli(*args, check=False)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    assert message in p.stderr and len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr
+
+
+def test_plan_shares_the_budget(tmp_path):
+    plan = tmp_path / "net.json"
+    plan.write_text(json.dumps({"tasks": [
+        {"op": "matmul", "shape": {"M": 32, "N": 32, "K": 32}, "weight": 3},
+        {"op": "dense", "shape": {"M": 16, "N": 24, "K": 32}, "weight": 1}]}))
+    db = str(tmp_path / "plan.db")
+    rows = json.loads(cli("tune", "--plan", str(plan), "--trials", "40", "--tuner", "random", "--db", db,
+                          "--seed", "1", "--json").stdout)
+    assert sum(r["trials"] for r in rows) == 40 and all(r["trials"] >= 16 for r in rows)

@@ -1,0 +1,128 @@
+"""autotune.load and autotune.ops: exact hit, nearest-shape fallback, default fallback with a
+warning, the disk cache across processes, and a tampered cache entry."""
+import json
+import os
+import subprocess
+import sys
+import time
+import warnings
+
+import numpy as np
+import pytest
+
+import autotune
+from autotune import ops
+from autotune.kernel_cache import DiskCache
+from autotune.measure.types import ErrorKind, MeasureResult
+from autotune.search.tune import tune
+
+
+class OneShotMeasurer:
+    """Pretends config index `good` is fastest, so tests know what 'tuned' must return."""
+
+    def __init__(self, good):
+        self.good = good
+
+    def measure(self, task, indices):
+        return [MeasureResult(((1e-4 if i == self.good else 1e-3),), ErrorKind.OK, "", 0.0, time.time()) for i in indices]
+
+    def close(self):
+        pass
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    monkeypatch.setenv("AUTOTUNE_CACHE", str(tmp_path / "cache"))
+    from autotune import runtime
+
+    runtime._MEMORY.clear()
+    runtime._WARNED.clear()
+    return tmp_path
+
+
+def _tuned(db, M, N, K, good_index=5):
+    task = autotune.create_task("matmul", M=M, N=N, K=K)
+    tune(task, trials=8, tuner="grid", db=db, measurer=OneShotMeasurer(good_index))
+    return task
+
+
+def test_exact_hit(env):
+    db = str(env / "t.db")
+    task = _tuned(db, 33, 20, 17)
+    k = autotune.load("matmul", db=db, M=33, N=20, K=17)
+    assert k.provenance == "tuned" and k.config["index"] == 5 and k.gflops_expected > 0
+    a, b = np.random.rand(33, 17).astype("float32"), np.random.rand(17, 20).astype("float32")
+    np.testing.assert_allclose(k(a, b), a @ b, rtol=1e-5)
+    out = np.empty((33, 20), "float32")
+    assert k(a, b, out=out) is out
+    np.testing.assert_allclose(ops.matmul(a, b, db=db), a @ b, rtol=1e-5)
+    assert task.workload_key == k.workload_key
+
+
+def test_nearest_shape_fallback_warns_once(env):
+    db = str(env / "t.db")
+    _tuned(db, 64, 64, 64)
+    with pytest.warns(UserWarning, match="nearest shape matmul\\(M=64,N=64,K=64\\)"):
+        k = autotune.load("matmul", db=db, M=60, N=62, K=64)
+    assert k.provenance == "nearest:matmul(M=64,N=64,K=64)float32"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        autotune.load("matmul", db=db, M=60, N=62, K=64)
+
+
+def test_default_fallback_warns(env):
+    with pytest.warns(UserWarning, match="template's default config"):
+        k = autotune.load("dense", db=str(env / "empty.db"), M=7, N=9, K=5)
+    assert k.provenance == "default"
+    x, w, bias = (np.random.rand(7, 5).astype("float32"), np.random.rand(9, 5).astype("float32"),
+                  np.random.rand(9).astype("float32"))
+    np.testing.assert_allclose(k(x, w, bias), np.maximum(x @ w.T + bias, 0), rtol=1e-5)
+
+
+def test_disk_cache_serves_a_second_process_without_compiling(env):
+    db = str(env / "t.db")
+    _tuned(db, 40, 24, 16)
+    autotune.load("matmul", db=db, M=40, N=24, K=16)
+    code = ("import time, autotune, autotune.runtime as r\n"
+            "import autotune.codegen as c\n"
+            "calls = []\n"
+            "orig = r.compile_object\n"
+            "r.compile_object = lambda *a: calls.append(1) or orig(*a)\n"
+            f"k = autotune.load('matmul', db={db!r}, M=40, N=24, K=16)\n"
+            "print(len(calls))\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env=dict(os.environ, AUTOTUNE_CACHE=str(env / "cache")), timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "0"
+
+
+def test_tampered_cache_entry_is_rebuilt_not_executed(env):
+    db = str(env / "t.db")
+    _tuned(db, 40, 24, 16)
+    autotune.load("matmul", db=db, M=40, N=24, K=16)
+    cache = DiskCache()
+    objs = list(cache.root.glob("*.o"))
+    assert objs
+    for o in objs:
+        o.write_bytes(b"\x7fELF" + os.urandom(64))          # garbage that would crash if loaded
+    from autotune import runtime
+
+    runtime._MEMORY.clear()
+    k = autotune.load("matmul", db=db, M=40, N=24, K=16)
+    a, b = np.random.rand(40, 16).astype("float32"), np.random.rand(16, 24).astype("float32")
+    np.testing.assert_allclose(k(a, b), a @ b, rtol=1e-5)
+    assert os.stat(cache.root).st_mode & 0o777 == 0o700
+
+
+@pytest.mark.parametrize("call, exc, match", [
+    (lambda: ops.matmul(np.ones((3, 4), "float32"), np.ones((5, 2), "float32")), ValueError, "a.shape\\[1\\]"),
+    (lambda: ops.matmul(np.ones((3, 4), "float32"), np.ones((4, 2), "float64")), TypeError, "share a dtype"),
+    (lambda: ops.matmul(np.ones(3, "float32"), np.ones((3, 2), "float32")), ValueError, "argument a must be 2-d"),
+    (lambda: ops.dense(np.ones((3, 4), "float32"), np.ones((5, 4), "float32"), np.ones(4, "float32")), ValueError,
+     "bias.shape"),
+    (lambda: ops.conv2d(np.ones((1, 3, 8, 8), "float32"), np.ones((4, 2, 3, 3), "float32")), ValueError, "channels"),
+    (lambda: ops.matmul([[1.0]], np.ones((1, 1), "float32")), TypeError, "numpy array"),
+])
+def test_ops_reject_bad_input(call, exc, match, env):
+    with pytest.raises(exc, match=match):
+        call()

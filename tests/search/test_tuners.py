@@ -1,0 +1,122 @@
+"""Tuners with a deterministic fake measurer (no hardware): legality, no repeats, determinism,
+resume from the database, early stopping, and the model-guided tuner's sample efficiency."""
+import math
+import time
+
+import pytest
+
+import autotune
+from autotune.measure.types import ErrorKind, MeasureResult
+from autotune.search import TUNERS, make_tuner
+from autotune.search.tune import tune
+
+
+class FakeMeasurer:
+    """Cost is a smooth function of the matmul knobs, with one region that 'crashes'."""
+
+    def __init__(self):
+        self.measured = []
+
+    def measure(self, task, indices):
+        out = []
+        for idx in indices:
+            self.measured.append(idx)
+            cfg = task.config(idx).to_json()["knobs"]
+            bn, rows, kf = cfg["tile_x"][-1], cfg["tile_y"][-1], cfg["tile_k"][-1]
+            if bn == 96 and rows == 8:
+                out.append(MeasureResult((), ErrorKind.CRASH, "simulated crash", 0.01, time.time()))
+                continue
+            cost = 1e-3 * (1 + abs(math.log2(bn) - 5) + abs(rows - 6) / 2 + abs(math.log2(kf) - 2) / 2
+                           + (0 if cfg["pack_b"] else 1.5) + (0 if cfg["parallel"] == "fused" else 0.7)
+                           + (0 if cfg["unroll_rows"] else 0.3) + 0.05 * cfg["tile_y"][1])
+            out.append(MeasureResult((cost,) * 3, ErrorKind.OK, "", 0.01, time.time()))
+        return out
+
+    def close(self):
+        pass
+
+
+@pytest.fixture
+def task():
+    return autotune.create_task("matmul", M=96, N=96, K=96)
+
+
+def optimum(task):
+    fm = FakeMeasurer()
+    return min(r.cost for r in fm.measure(task, range(len(task.config_space))))
+
+
+@pytest.mark.parametrize("name", sorted(TUNERS))
+def test_tuners_propose_new_legal_configs_only(task, name, tmp_path):
+    fm = FakeMeasurer()
+    res = tune(task, trials=48, tuner=name, db=str(tmp_path / "t.db"), seed=1, measurer=fm, batch_size=8)
+    assert res.trials == 48 == len(fm.measured) == len(set(fm.measured))
+    assert all(0 <= i < len(task.config_space) for i in fm.measured)
+    assert res.best_config is not None and res.best_seconds > 0 and res.best_gflops > 0
+
+
+@pytest.mark.parametrize("name", ["random", "ga", "xgb"])
+def test_same_seed_same_search(task, name, tmp_path):
+    runs = []
+    for k in range(2):
+        fm = FakeMeasurer()
+        tune(task, trials=40, tuner=name, db=str(tmp_path / f"{k}.db"), seed=3, measurer=fm, batch_size=8)
+        runs.append(fm.measured)
+    assert runs[0] == runs[1]
+
+
+def test_resume_never_remeasures_and_keeps_the_best(task, tmp_path):
+    db = str(tmp_path / "resume.db")
+    first = FakeMeasurer()
+    r1 = tune(task, trials=32, tuner="xgb", db=db, seed=0, measurer=first, batch_size=8)
+    second = FakeMeasurer()
+    r2 = tune(task, trials=32, tuner="xgb", db=db, seed=0, measurer=second, batch_size=8)
+    assert not set(first.measured) & set(second.measured)
+    assert r2.best_seconds <= r1.best_seconds
+
+
+def test_early_stopping(task, tmp_path):
+    fm = FakeMeasurer()
+    res = tune(task, trials=400, tuner="grid", db=str(tmp_path / "e.db"), measurer=fm, early_stopping=16,
+               batch_size=8)
+    assert res.stopped_early and res.trials < 400
+
+
+def test_grid_covers_a_small_space_exactly_once(tmp_path):
+    t = autotune.create_task("batch_matmul", batch=2, M=5, N=9, K=3)
+    fm = FakeMeasurerBM()
+    res = tune(t, trials=10_000, tuner="grid", db=str(tmp_path / "g.db"), measurer=fm, batch_size=16)
+    assert sorted(fm.measured) == [i for i in range(len(t.config_space)) if t.is_valid(i)]
+    assert res.trials == len(fm.measured)
+
+
+class FakeMeasurerBM(FakeMeasurer):
+    def measure(self, task, indices):
+        self.measured.extend(indices)
+        return [MeasureResult((1e-3 * (1 + i % 7),), ErrorKind.OK, "", 0.0, time.time()) for i in indices]
+
+
+def test_xgb_reaches_near_optimum_with_fewer_trials_than_random(task, tmp_path):
+    best = optimum(task)
+
+    def trials_to(name, seed):
+        fm = FakeMeasurer()
+        res = tune(task, trials=160, tuner=name, db=str(tmp_path / f"{name}{seed}.db"), seed=seed,
+                   measurer=fm, batch_size=16)
+        costs = [r.cost for _, r in res.history]
+        running = [min(costs[: i + 1]) for i in range(len(costs))]
+        hit = [i for i, c in enumerate(running) if c <= best * 1.1]
+        return hit[0] + 1 if hit else 10_000
+
+    xgb = sum(trials_to("xgb", s) for s in range(2))
+    rnd = sum(trials_to("random", s) for s in range(2))
+    assert xgb < rnd
+
+
+def test_bad_arguments_are_named(task, tmp_path):
+    with pytest.raises(ValueError, match="unknown tuner 'annealing'"):
+        make_tuner("annealing", task)
+    with pytest.raises(TypeError, match="expects a Task"):
+        tune("matmul", db=str(tmp_path / "x.db"))
+    with pytest.raises(ValueError, match="trials"):
+        tune(task, trials=0, db=str(tmp_path / "x.db"), measurer=FakeMeasurer())

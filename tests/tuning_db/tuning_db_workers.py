@@ -1,0 +1,42 @@
+"""Child-process bodies for the tuning_db concurrency tests (spawned, so they must be importable)."""
+from __future__ import annotations
+
+import time
+
+from tuning_db import Record, TuningDB
+
+WORKLOAD = "matmul(M=7,N=11,K=13)float32"
+TARGET = "llvm -mcpu=test -features=avx2,fma -cores=2"
+
+
+def record(index: int, cost: float | None = None, timestamp: float | None = None, workload: str = WORKLOAD,
+           target: str = TARGET) -> Record:
+    """An ok record with cost `cost` (default from the index), or a build error when cost is None and index < 0."""
+    ok = cost is not None or index >= 0
+    seconds = cost if cost is not None else 1e-3 * (1 + index % 97)
+    return Record(workload, target, abs(index), {"index": abs(index), "knobs": {"tile": [abs(index) % 8, 4]}},
+                  (seconds, seconds * 1.1, seconds * 0.9) if ok else (), "ok" if ok else "build_error",
+                  "" if ok else "LLVM said no", 0.01, time.time() if timestamp is None else timestamp)
+
+
+def write_batches(path: str, offset: int, batches: int, size: int, barrier) -> None:
+    """Open (maybe creating) the database at the same moment as a sibling, start a run of the same
+    new workload and add `batches` batches of `size` records with indices offset, offset+1, ..."""
+    barrier.wait()
+    db = TuningDB(path)
+    run_id = db.start_run(WORKLOAD, "matmul", {"M": 7, "N": 11, "K": 13}, "float32", TARGET, "random", 999, offset)
+    for b in range(batches):
+        db.add_records(run_id, [record(offset + b * size + j) for j in range(size)])
+    db.finish_run(run_id, batches * size)
+    db.close()
+
+
+def write_until_killed(path: str, size: int, sleep_s: float) -> None:
+    """Add batches of `size` records with consecutive indices until the parent kills us."""
+    db = TuningDB(path)
+    run_id = db.start_run(WORKLOAD, "matmul", {"M": 7, "N": 11, "K": 13}, "float32", TARGET, "random", 10**6, 0)
+    batch = 0
+    while True:
+        db.add_records(run_id, [record(batch * size + j) for j in range(size)])
+        batch += 1
+        time.sleep(sleep_s)

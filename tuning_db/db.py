@@ -1,0 +1,446 @@
+"""`TuningDB`: opening a tuning database safely, and every query the tuner, runtime and CLI make.
+
+SQLite is the default store and the one several processes share: each connection gets WAL, a
+busy timeout, foreign keys and synchronous=NORMAL, and every write is one `BEGIN IMMEDIATE`
+transaction (a batch of records at a time), so concurrent writers queue instead of failing and a
+killed writer loses at most the batch it was writing. Reads get a session each, so threads may
+share one TuningDB. Any SQLAlchemy URL works; the SQLite specifics are then skipped.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import os
+import sqlite3
+import time
+import warnings
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from sqlalchemy import URL, and_, case, create_engine, delete, event, func, insert, inspect, select, update
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import QueuePool, StaticPool
+
+from .jsonl import export_records, import_lines, read_jsonl
+from .records import RUN_STATUSES, Record, RunInfo, TuningDBError, WorkloadSummary
+from .schema import (SCHEMA_VERSION, TABLES, Meta, RecordRow, RunRow, TargetRow, WorkloadRow, get_or_create, key_id,
+                     record_row, to_record)
+
+BUSY_TIMEOUT_S = 30.0
+DEFAULT_PATH = "./tuning.db"
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_EMPTY_POLLS, _EMPTY_POLL_S = 10, 0.05
+_WRITE_OPTION = "tuning_db_write"   # execution option that makes the begin hook take the write lock
+
+
+def _locate(path_or_url: str | os.PathLike[str] | None) -> tuple[Path | None, URL | None]:
+    """A SQLite file path, or else a URL (another database, in-memory SQLite, a SQLite URI)."""
+    raw = os.fspath(path_or_url) if path_or_url is not None else os.environ.get("AUTOTUNE_DB") or DEFAULT_PATH
+    if "://" not in raw:
+        return (None, make_url("sqlite://")) if raw == ":memory:" else (Path(raw), None)
+    try:
+        url = make_url(raw)
+    except ArgumentError as e:
+        raise TuningDBError(f"cannot open tuning database {raw!r}: {e}") from None
+    db = url.database or ""
+    plain_file = db not in ("", ":memory:") and not url.query and not db.startswith("file:")
+    if url.get_backend_name() == "sqlite" and plain_file:
+        return Path(db), None
+    return None, url
+
+
+def _read_magic(path: Path) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(_SQLITE_MAGIC))
+    except OSError as e:
+        raise TuningDBError(f"cannot open tuning database {path}: {e.strerror or e}") from None
+
+
+def _check_file(path: Path, readonly: bool) -> None:
+    """Refuse what cannot be a tuning database before SQLite sees (and would rewrite) it."""
+    if path.is_dir():
+        raise TuningDBError(f"{path} is a directory, not a tuning database file")
+    if not path.exists():
+        if readonly:
+            raise TuningDBError(f"tuning database {path} does not exist")
+        parent = path.parent if str(path.parent) else Path(".")
+        if not parent.is_dir():
+            raise TuningDBError(f"cannot create tuning database {path}: directory {parent} does not exist")
+        return
+    head = _read_magic(path)
+    for _ in range(_EMPTY_POLLS):   # another process may have just created it: its header follows in ms
+        if head:
+            break
+        time.sleep(_EMPTY_POLL_S)
+        head = _read_magic(path)
+    if not head:
+        raise TuningDBError(f"{path} is an empty file, not a tuning database (remove it to start a new one)")
+    if head != _SQLITE_MAGIC:
+        raise TuningDBError(f"{path} is not a tuning database (not an SQLite file)")
+
+
+def _install_sqlite_hooks(engine: Engine, use_wal: Callable[[], bool]) -> None:
+    """PRAGMAs on every new connection; our own BEGIN so reads are snapshots and writes lock early.
+
+    WAL is persistent in the file, so it is switched on only once the file is known to be ours
+    (`use_wal`): opening somebody else's SQLite file must leave it exactly as it was.
+    """
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None   # the driver must not BEGIN on its own; _on_begin does
+        cursor = dbapi_connection.cursor()
+        cursor.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")   # first: the rest may wait
+        if use_wal():
+            _enable_wal(cursor)                              # readers never block the writer, nor it them
+            cursor.execute("PRAGMA synchronous = NORMAL")   # WAL stays consistent on a crash; fsync per checkpoint
+        cursor.execute("PRAGMA foreign_keys = ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        # IMMEDIATE takes the write lock up front (waiting up to busy_timeout), so a writer never
+        # fails half-way upgrading a read snapshot that another writer made stale.
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get(_WRITE_OPTION) else "BEGIN")
+
+
+def _enable_wal(cursor: sqlite3.Cursor) -> None:
+    """Switch the file to WAL (once; later connections find it so). The switch needs an exclusive
+    lock, and SQLite refuses it at once rather than wait when that could deadlock, so we retry."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            if cursor.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                cursor.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
+def _sqlite_file_engine(path: Path, readonly: bool) -> Engine:
+    # A SQLite URI (not a SQLAlchemy URL) so that mode=ro can neither create nor write the file.
+    uri = f"file:{quote(str(path.resolve()))}?mode={'ro' if readonly else 'rwc'}"
+
+    def connect() -> sqlite3.Connection:
+        return sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, check_same_thread=False, isolation_level=None)
+
+    return create_engine(URL.create("sqlite", database=str(path)), creator=connect, poolclass=QueuePool)
+
+
+def _url_engine(url: URL) -> Engine:
+    if url.get_backend_name() != "sqlite":
+        return create_engine(url, pool_pre_ping=True)
+    if _in_memory(url):   # one shared connection, or each would be its own database
+        return create_engine("sqlite://", poolclass=StaticPool,
+                             creator=lambda: sqlite3.connect(":memory:", check_same_thread=False))
+    return create_engine(url)
+
+
+def _in_memory(url: URL) -> bool:
+    return url.get_backend_name() == "sqlite" and (url.database or ":memory:") == ":memory:"
+
+
+def _reason(e: BaseException) -> str:
+    """The driver's one-line reason, without SQLAlchemy's statement dump."""
+    return str(getattr(e, "orig", None) or e).splitlines()[0]
+
+
+def _library_version() -> str:
+    try:
+        return "autotune " + importlib.metadata.version("autotune")
+    except importlib.metadata.PackageNotFoundError:
+        return "autotune (unknown version)"
+
+
+def _best_ok_ranked() -> Any:
+    """Every ok record with its rank by cost within its (workload, target): 1 is the best."""
+    rank = func.row_number().over(partition_by=(RecordRow.workload_id, RecordRow.target_id),
+                                  order_by=(RecordRow.cost, RecordRow.id))
+    return (select(RecordRow.id, RecordRow.workload_id, RecordRow.target_id, RecordRow.cost,
+                   RecordRow.config, RecordRow.config_index, rank.label("rank"))
+            .where(RecordRow.error_kind == "ok", RecordRow.cost.is_not(None)).subquery())
+
+
+class TuningDB:
+    """The tuning database: runs and their measured records per (workload key, target key).
+
+    path_or_url: None -> $AUTOTUNE_DB, else ./tuning.db. A plain path is a SQLite file; any
+    SQLAlchemy URL is accepted. readonly=True never creates, locks for writing, or writes the
+    database; every write method then raises TuningDBError. `url` says where it is (password
+    masked) and `path` is the SQLite file (None for other URLs).
+    """
+
+    def __init__(self, path_or_url: str | os.PathLike[str] | None = None, readonly: bool = False) -> None:
+        self.readonly = readonly
+        path, url = _locate(path_or_url)
+        self.path = path   # the SQLite file, or None for a URL that is not one
+        self.name = str(path) if path is not None else url.render_as_string(hide_password=True)
+        self.url = f"sqlite:///{path.resolve()}" if path is not None else self.name   # password masked
+        if path is not None:
+            _check_file(path, readonly)
+        try:
+            self._engine = _sqlite_file_engine(path, readonly) if path is not None else _url_engine(url)
+        except (SQLAlchemyError, ImportError) as e:   # unknown dialect, driver not installed
+            raise TuningDBError(f"cannot open tuning database {self.name}: {e}") from None
+        self._sqlite = self._engine.dialect.name == "sqlite"
+        self._wal = False   # set once the schema check passes
+        if self._sqlite:
+            _install_sqlite_hooks(self._engine, lambda: self._wal)
+        self._pid = os.getpid()
+        self._read = sessionmaker(self._engine, expire_on_commit=False)
+        self._write = sessionmaker(self._engine.execution_options(**{_WRITE_OPTION: True}), expire_on_commit=False)
+        try:
+            self._open_schema()
+        except SQLAlchemyError as e:
+            self._engine.dispose()
+            raise TuningDBError(f"cannot open tuning database {self.name}: {_reason(e)}") from None
+        except BaseException:
+            self._engine.dispose()
+            raise
+        if self._sqlite and not readonly and not _in_memory(self._engine.url):
+            self._wal = True
+            self._engine.dispose()   # the checking connection had no WAL; every later one gets it
+
+    def __repr__(self) -> str:
+        return f"TuningDB({self.name!r}{', readonly=True' if self.readonly else ''})"
+
+    def __enter__(self) -> TuningDB:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    # -- opening -----------------------------------------------------------------------------
+
+    def _open_schema(self) -> None:
+        """Create the tables in a new database, else check it is a tuning database of our version."""
+        if self.readonly:
+            with self._engine.connect() as conn:
+                self._check_schema(conn, set(inspect(conn).get_table_names()))
+            return
+        with self._write.begin() as session:   # under the write lock: two creators cannot race
+            conn = session.connection()
+            tables = set(inspect(conn).get_table_names())
+            if "meta" in tables or (tables and self.path is not None):
+                return self._check_schema(conn, tables)
+            Meta.metadata.create_all(conn)
+            session.add_all([Meta(key="schema_version", value=str(SCHEMA_VERSION)),
+                             Meta(key="created_by", value=_library_version()),
+                             Meta(key="created_at", value=repr(time.time()))])
+
+    def _check_schema(self, conn: Any, tables: set[str]) -> None:
+        if "meta" not in tables:
+            found = f"tables {sorted(tables)}" if tables else "no tables"
+            raise TuningDBError(f"{self.name} is not a tuning database: it has {found} and no 'meta' table")
+        version = conn.execute(select(Meta.value).where(Meta.key == "schema_version")).scalar()
+        if version != str(SCHEMA_VERSION):
+            raise TuningDBError(f"{self.name} has tuning database schema version {version}, but this library "
+                                f"reads version {SCHEMA_VERSION}; use a matching autotune or a new database")
+        if TABLES - tables:
+            raise TuningDBError(f"{self.name} is a damaged tuning database: it lacks tables {sorted(TABLES - tables)}")
+
+    # -- sessions ----------------------------------------------------------------------------
+
+    def _fresh_after_fork(self) -> None:
+        if os.getpid() != self._pid:   # pooled connections belong to the parent process
+            self._engine.dispose(close=False)
+            self._pid = os.getpid()
+
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[Session]:
+        self._fresh_after_fork()
+        try:
+            with self._read() as session:
+                yield session
+        except SQLAlchemyError as e:
+            raise TuningDBError(f"{self.name}: {_reason(e)}") from e
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[Session]:
+        """One transaction: committed when the block ends, rolled back entirely if it raises."""
+        if self.readonly:
+            raise TuningDBError(f"{self.name} was opened readonly; cannot write to it")
+        self._fresh_after_fork()
+        try:
+            with self._write.begin() as session:
+                yield session
+        except SQLAlchemyError as e:
+            raise TuningDBError(f"{self.name}: {_reason(e)}") from e
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def start_run(self, workload_key: str, op: str, params: dict[str, Any], dtype: str, target_key: str,
+                  tuner: str, trials_asked: int, seed: int | None = None) -> int:
+        """Open a run (status "running") of `tuner` on a workload and target, creating them if new."""
+        if not isinstance(params, dict):
+            raise TypeError(f"start_run: params must be a dict, got {type(params).__name__}")
+        for name, value in (("workload_key", workload_key), ("target_key", target_key)):
+            if not isinstance(value, str) or not value:
+                raise ValueError(f"start_run: {name} must be a non-empty string, got {value!r}")
+        with self._writing() as session:
+            workload_id = get_or_create(session, WorkloadRow, workload_key, op=op, params=params, dtype=dtype)
+            target_id = get_or_create(session, TargetRow, target_key)
+            run = RunRow(workload_id=workload_id, target_id=target_id, tuner=tuner, trials_asked=int(trials_asked),
+                         trials_done=0, seed=seed, started_at=time.time(), status="running")
+            session.add(run)
+            session.flush()
+            return run.id
+
+    def add_records(self, run_id: int, records: Iterable[Record]) -> None:
+        """Store one batch in one transaction: all of it is kept, or (on any error) none of it."""
+        records = list(records)
+        with self._writing() as session:
+            run = session.get(RunRow, run_id)
+            if run is None:
+                raise TuningDBError(f"{self.name}: no run {run_id}; start one with start_run")
+            keys = (session.get_one(WorkloadRow, run.workload_id).key, session.get_one(TargetRow, run.target_id).key)
+            for i, rec in enumerate(records):
+                if not isinstance(rec, Record):
+                    raise TypeError(f"add_records: item {i} is a {type(rec).__name__}, expected a Record")
+                if (rec.workload_key, rec.target_key) != keys:
+                    raise TuningDBError(f"add_records: record {i} is for {rec.workload_key!r} on {rec.target_key!r}, "
+                                        f"but run {run_id} tunes {keys[0]!r} on {keys[1]!r}")
+            if records:
+                rows = [record_row(r, run_id, run.workload_id, run.target_id) for r in records]
+                session.execute(insert(RecordRow.__table__), rows)   # one executemany
+
+    def finish_run(self, run_id: int, trials_done: int, status: str = "finished") -> None:
+        """Close a run with how many trials it measured and how it ended."""
+        if status not in RUN_STATUSES:
+            raise ValueError(f"finish_run: status must be one of {list(RUN_STATUSES)}, got {status!r}")
+        with self._writing() as session:
+            changed = session.execute(update(RunRow).where(RunRow.id == run_id).values(
+                trials_done=int(trials_done), status=status, ended_at=time.time())).rowcount
+            if changed == 0:
+                raise TuningDBError(f"{self.name}: no run {run_id} to finish")
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def best(self, workload_key: str, target_key: str) -> Record | None:
+        """The ok record of lowest cost (ties: the earliest), or None if there is none."""
+        stmt = (select(RecordRow)
+                .where(RecordRow.workload_id == key_id(WorkloadRow, workload_key),
+                       RecordRow.target_id == key_id(TargetRow, target_key),
+                       RecordRow.cost.is_not(None), RecordRow.error_kind == "ok")
+                .order_by(RecordRow.cost, RecordRow.id).limit(1))
+        with self._reading() as session:
+            row = session.scalars(stmt).first()
+            return None if row is None else to_record(row, workload_key, target_key)
+
+    def records(self, workload_key: str | None = None, target_key: str | None = None, ok_only: bool = False,
+                limit: int | None = None) -> list[Record]:
+        """Records in the order they were stored, optionally of one workload/target, ok ones only."""
+        stmt = (select(RecordRow, WorkloadRow.key, TargetRow.key)
+                .join(WorkloadRow, RecordRow.workload_id == WorkloadRow.id)
+                .join(TargetRow, RecordRow.target_id == TargetRow.id).order_by(RecordRow.id).limit(limit))
+        if workload_key is not None:
+            stmt = stmt.where(RecordRow.workload_id == key_id(WorkloadRow, workload_key))
+        if target_key is not None:
+            stmt = stmt.where(RecordRow.target_id == key_id(TargetRow, target_key))
+        if ok_only:
+            stmt = stmt.where(RecordRow.error_kind == "ok")
+        with self._reading() as session:
+            return [to_record(row, wkey, tkey) for row, wkey, tkey in session.execute(stmt)]
+
+    def measured_indices(self, workload_key: str, target_key: str) -> set[int]:
+        """Config indices with a record of any outcome: what a resumed run need not measure again."""
+        stmt = select(RecordRow.config_index).distinct().where(
+            RecordRow.workload_id == key_id(WorkloadRow, workload_key),
+            RecordRow.target_id == key_id(TargetRow, target_key))
+        with self._reading() as session:
+            return set(session.scalars(stmt))
+
+    def workloads(self, op: str | None = None) -> list[WorkloadSummary]:
+        """One summary per (workload, target) with a run, sorted by workload key then target key."""
+        pairs = select(RunRow.workload_id, RunRow.target_id).distinct().subquery()
+        counts = (select(RecordRow.workload_id, RecordRow.target_id, func.count().label("trials"),
+                         func.sum(case((RecordRow.error_kind != "ok", 1), else_=0)).label("errors"),
+                         func.max(RecordRow.timestamp).label("last"))
+                  .group_by(RecordRow.workload_id, RecordRow.target_id).subquery())
+        ranked = _best_ok_ranked()
+        best = select(ranked).where(ranked.c.rank == 1).subquery()
+
+        def on(sub: Any) -> Any:
+            return and_(sub.c.workload_id == pairs.c.workload_id, sub.c.target_id == pairs.c.target_id)
+
+        stmt = (select(WorkloadRow, TargetRow.key, counts.c.trials, counts.c.errors, counts.c.last,
+                       best.c.cost, best.c.config, best.c.config_index)
+                .select_from(pairs).join(WorkloadRow, WorkloadRow.id == pairs.c.workload_id)
+                .join(TargetRow, TargetRow.id == pairs.c.target_id)
+                .outerjoin(counts, on(counts)).outerjoin(best, on(best)).order_by(WorkloadRow.key, TargetRow.key))
+        if op is not None:
+            stmt = stmt.where(WorkloadRow.op == op)
+        with self._reading() as session:
+            return [WorkloadSummary(w.key, w.op, w.params, w.dtype, tkey, int(trials or 0), int(errors or 0),
+                                    cost, config, index, last)
+                    for w, tkey, trials, errors, last, cost, config, index in session.execute(stmt)]
+
+    def runs(self, workload_key: str | None = None) -> list[RunInfo]:
+        """Every run (or those of one workload) in the order they started."""
+        stmt = (select(RunRow, WorkloadRow.key, TargetRow.key)
+                .join(WorkloadRow, RunRow.workload_id == WorkloadRow.id)
+                .join(TargetRow, RunRow.target_id == TargetRow.id).order_by(RunRow.id))
+        if workload_key is not None:
+            stmt = stmt.where(WorkloadRow.key == workload_key)
+        with self._reading() as session:
+            return [RunInfo(r.id, wkey, tkey, r.tuner, r.trials_asked, r.trials_done, r.seed, r.started_at,
+                            r.ended_at, r.status) for r, wkey, tkey in session.execute(stmt)]
+
+    # -- exchange and maintenance ------------------------------------------------------------
+
+    def export_jsonl(self, path: str | os.PathLike[str]) -> int:
+        """Write every record, its workload and target inline, one JSON object per line."""
+        with self._reading() as session:
+            return export_records(session, path)
+
+    def import_jsonl(self, path: str | os.PathLike[str]) -> int:
+        """Add the records of a JSONL file, all or nothing; records already present are skipped.
+
+        A record is already present when its workload, target, config_index and timestamp match
+        one stored. Each (workload, target) gets one run with tuner "import". Returns the count added.
+        """
+        if self.readonly:
+            raise TuningDBError(f"{self.name} was opened readonly; cannot import into it")
+        lines = read_jsonl(path)   # every line validated before the transaction starts
+        with self._writing() as session:
+            return import_lines(session, lines)
+
+    def compact(self, top_k: int = 10) -> int:
+        """Keep the top_k best ok records per (workload, target) and every run; delete the rest.
+
+        Returns the number of records deleted. The SQLite file is then VACUUMed to give the space back.
+        """
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+            raise ValueError(f"compact: top_k must be an integer >= 1, got {top_k!r}")
+        ranked = _best_ok_ranked()
+        keep = select(ranked.c.id).where(ranked.c.rank <= top_k)
+        with self._writing() as session:
+            deleted = session.execute(delete(RecordRow).where(RecordRow.id.not_in(keep)),
+                                      execution_options={"synchronize_session": False}).rowcount
+        if self._sqlite and deleted:
+            self._vacuum()
+        return deleted
+
+    def _vacuum(self) -> None:
+        """Shrink the file; best effort, since the deletion it follows is already committed."""
+        raw = self._engine.raw_connection()
+        try:
+            cursor = raw.cursor()
+            cursor.execute("VACUUM")   # outside any transaction: the driver is in autocommit mode
+            cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            cursor.close()
+        except sqlite3.Error as e:
+            warnings.warn(f"tuning_db: VACUUM of {self.name} failed ({e}); records were deleted but the file "
+                          f"keeps its size until the next compact", stacklevel=3)
+        finally:
+            raw.close()
