@@ -13,12 +13,13 @@ from typing import Any, Callable
 
 from ...te.expr import (And, Binary, BinOp, Cast, CmpOp, Compare, Const, Expr, Not, Or, Select,
                         Var, const)
-from ...te.traversal import substitute, transform
+from ...te.expr import Node
+from ...te.traversal import field_names, substitute
 from ..bounds import Interval, const_bound
 from ..nodes import Allocate, Broadcast, For, ForKind, IfThenElse, Let, Load, Seq, Stmt, Store, seq
 
 Ranges = dict[Var, Interval]
-MAX_SWEEPS = 8
+MAX_SWEEPS = 8  # rewrites of one node before giving up (a guard against rule cycles)
 
 
 def _is_int(e: Expr) -> bool:
@@ -264,71 +265,90 @@ RULES: dict[type, list[Callable[[Any, Ranges], Expr | None]]] = {
 }
 
 
-def _rewrite(n: Any, r: Ranges) -> Any:
-    for rule in RULES.get(type(n), ()):
-        out = rule(n, r)
-        if out is not None:
-            return out
-    return None
+Memo = dict[int, tuple[Expr, Expr]]
 
 
-def simplify_expr(e: Expr, ranges: Ranges | None = None) -> Expr:
-    """Apply the rules bottom-up until nothing changes (at most MAX_SWEEPS sweeps)."""
-    r = ranges or {}
-    for _ in range(MAX_SWEEPS):
-        new = transform(e, lambda n: _rewrite(n, r))
-        if new is e:
+def _simp(e: Expr, r: Ranges, memo: Memo, budget: int = MAX_SWEEPS) -> Expr:
+    """Simplify children first, then rewrite this node until no rule applies (memoised by identity:
+    a variable has one range wherever it appears, so a shared subtree simplifies the same everywhere)."""
+    hit = memo.get(id(e))
+    if hit is not None and hit[0] is e:
+        return hit[1]
+    t = type(e)
+    if t is Var or t is Const:
+        return e
+    changed = {}
+    for name in field_names(t):
+        v = getattr(e, name)
+        if isinstance(v, Node):
+            nv = _simp(v, r, memo)
+            if nv is not v:
+                changed[name] = nv
+        elif isinstance(v, tuple) and v and isinstance(v[0], Node):
+            nt = tuple(_simp(x, r, memo) for x in v)
+            if any(a is not b for a, b in zip(nt, v)):
+                changed[name] = nt
+    out = t(**{n: changed.get(n, getattr(e, n)) for n in field_names(t)}) if changed else e
+    for rule in RULES.get(type(out), ()):
+        new = rule(out, r)
+        if new is not None:
+            out = _simp(new, r, memo, budget - 1) if budget > 0 else new
             break
-        e = new
-    return e
+    memo[id(e)] = (e, out)
+    return out
+
+
+def simplify_expr(e: Expr, ranges: Ranges | None = None, memo: Memo | None = None) -> Expr:
+    """Simplify `e` given constant ranges of its variables."""
+    return _simp(e, ranges or {}, {} if memo is None else memo)
 
 
 # -- statements ----------------------------------------------------------------------------------
-def _stmt(s: Stmt, r: Ranges) -> Stmt | None:
+def _stmt(s: Stmt, r: Ranges, m: Memo) -> Stmt | None:
     t = type(s)
     if t is For:
         if s.extent == 1 and s.kind is not ForKind.THREAD_BOUND:
-            return _stmt(substitute(s.body, {s.var: Const(0, s.var.dtype)}), r)
+            return _stmt(substitute(s.body, {s.var: Const(0, s.var.dtype)}), r, m)
         r[s.var] = (0, s.extent - 1)
-        body = _stmt(s.body, r)
+        body = _stmt(s.body, r, m)
         del r[s.var]
         return None if body is None else For(s.var, s.extent, s.kind, body, s.thread)
     if t is Store:
-        pred = None if s.predicate is None else simplify_expr(s.predicate, r)
+        pred = None if s.predicate is None else simplify_expr(s.predicate, r, m)
         if _truth(pred) is False:
             return None
-        return Store(s.buffer, simplify_expr(s.index, r), simplify_expr(s.value, r),
+        return Store(s.buffer, simplify_expr(s.index, r, m), simplify_expr(s.value, r, m),
                      None if _truth(pred) is True else pred)
     if t is IfThenElse:
-        cond = simplify_expr(s.cond, r)
+        cond = simplify_expr(s.cond, r, m)
         if _c(cond) is not None:
-            return _stmt(s.then_case, r) if _c(cond) else (None if s.else_case is None else _stmt(s.else_case, r))
-        then = _stmt(s.then_case, r)
-        other = None if s.else_case is None else _stmt(s.else_case, r)
+            return _stmt(s.then_case, r, m) if _c(cond) else (None if s.else_case is None else _stmt(s.else_case, r, m))
+        then = _stmt(s.then_case, r, m)
+        other = None if s.else_case is None else _stmt(s.else_case, r, m)
         if then is None and other is None:
             return None
         return IfThenElse(cond, then if then is not None else Seq(()), other)
     if t is Seq:
-        parts = [_stmt(x, r) for x in s.stmts]
+        parts = [_stmt(x, r, m) for x in s.stmts]
         parts = [p for p in parts if p is not None]
         return seq(*parts) if parts else None
     if t is Let:
-        value = simplify_expr(s.value, r)
+        value = simplify_expr(s.value, r, m)
         if type(value) in (Const, Var):
-            return _stmt(substitute(s.body, {s.var: value}), r)
+            return _stmt(substitute(s.body, {s.var: value}), r, m)
         bound = const_bound(value, r)
         if bound is not None:
             r[s.var] = bound
-        body = _stmt(s.body, r)
+        body = _stmt(s.body, r, m)
         r.pop(s.var, None)
         return None if body is None else Let(s.var, value, body)
     if t is Allocate:
-        body = _stmt(s.body, r)
+        body = _stmt(s.body, r, m)
         return None if body is None else Allocate(s.buffer, body)
     return s
 
 
 def simplify(s: Stmt) -> Stmt:
     """Simplify every expression of `s` with the ranges of the loops around it; drop dead code."""
-    out = _stmt(s, {})
+    out = _stmt(s, {}, {})
     return Seq(()) if out is None else out
