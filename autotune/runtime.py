@@ -21,9 +21,18 @@ from .ir.lower import lower
 from .kernel_cache import DiskCache, MemoryCache, entry_key
 from .schedules.task import Task, create_task
 
-_MEMORY = MemoryCache()
+_MEMORY = MemoryCache()           # (workload, target, config) -> compiled function
+_RESOLVED = MemoryCache(1024)     # load() arguments -> Kernel: the hot path skips task and DB work
 _WARNED: set[tuple[str, str]] = set()
 _LOCK = threading.Lock()
+
+
+def clear_caches() -> None:
+    """Forget resolved kernels (e.g. after tuning more in another process); compiled code stays on disk."""
+    _MEMORY.clear()
+    _RESOLVED.clear()
+    with _LOCK:
+        _WARNED.clear()
 
 
 @dataclass
@@ -134,11 +143,21 @@ def _compile(task: Task, index: int, disk: DiskCache) -> Any:
 
 
 def load(op: str, target: str = "llvm", db: Any = None, dtype: str = "float32", **params: Any) -> Kernel:
-    """The best known kernel for `op` at these shape parameters (see the module docstring)."""
+    """The best known kernel for `op` at these shape parameters (see the module docstring).
+
+    Resolved kernels are remembered per process (a repeated call costs a dict lookup);
+    `clear_caches()` makes the next call consult the database again.
+    """
+    db_key = db if isinstance(db, (str, type(None))) else id(db)
+    key = (op, target, db_key, dtype, tuple(sorted(params.items())))
+    return _RESOLVED.get_or_create(key, lambda: _resolve(op, target, db, dtype, params))
+
+
+def _resolve(op: str, target: str, db: Any, dtype: str, params: dict[str, Any]) -> Kernel:
     task = create_task(op, target=target, dtype=dtype, **params)
     database = _open_db(db)
     index, provenance, gflops = _choose(task, database)
     config = task.config(index).to_json()
-    key = (task.workload_key, task.target, index)
-    func = _MEMORY.get_or_create(key, lambda: _compile(task, index, DiskCache()))
+    func = _MEMORY.get_or_create((task.workload_key, task.target, index),
+                                 lambda: _compile(task, index, DiskCache()))
     return Kernel(task, config, provenance, gflops, func)

@@ -7,7 +7,6 @@ tanh, ...) and llvm_parallel.py (PARALLEL loops outlined for libgomp's `GOMP_par
 from __future__ import annotations
 
 import contextlib
-import warnings
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -23,12 +22,10 @@ from . import llvm_helpers as h
 from .llvm_abi import NUM_THREADS_SYMBOL, define_heap_table, entry_symbol, status_error
 from .llvm_helpers import CONTRACT, I32, PTR, VOID
 from .llvm_math import INLINE
-from .llvm_parallel import emit_parallel_for
+from .llvm_parallel import emit_parallel_for, warn_serial_once
 
 HEAP_THRESHOLD = 64 * 1024      # bytes: bigger "local" buffers go to the heap (thread stacks are small)
 ALIGN = 64
-OPENMP_LIBRARY = "libgomp.so.1"
-_warned_serial = False
 
 __all__ = ["LLVMCodegen", "emit_module", "entry_symbol", "status_error", "NUM_THREADS_SYMBOL"]
 
@@ -56,16 +53,6 @@ _LLVM_INTRINSIC = {"sqrt": "sqrt", "fabs": "fabs", "floor": "floor", "ceil": "ce
 def _is_contiguous(index: Expr) -> bool:
     return (isinstance(index, Ramp) and isinstance(index.stride, Const)
             and index.stride.value == 1)
-
-
-def _warn_serial_once() -> None:
-    """Running PARALLEL loops serially is a silent slowdown; say so, once per process."""
-    global _warned_serial
-    if not _warned_serial:
-        _warned_serial = True
-        warnings.warn(f"{OPENMP_LIBRARY} (the GNU OpenMP runtime) could not be loaded: parallel "
-                      "loops run serially on one thread; install libgomp to use every core",
-                      RuntimeWarning, stacklevel=3)
 
 
 class LLVMCodegen:
@@ -344,14 +331,15 @@ class LLVMCodegen:
             raise BuildError(f"loop {s.var.name} is still {s.kind.name}: the vectorize/unroll "
                              "passes of lowering should have removed it")
         if s.kind is ForKind.PARALLEL and not self.parallel:
-            _warn_serial_once()
+            warn_serial_once()
         if s.kind is ForKind.PARALLEL and self.parallel and not self.scope.in_parallel:
             emit_parallel_for(self, s)
         else:   # a PARALLEL loop inside a parallel body runs serially in its thread
             self.serial_loop(s.var, 0, s.extent, s.body)
 
     def serial_loop(self, var: Var, start, stop, body: Stmt) -> None:
-        with h.for_range(self.b, start, stop, name=var.name) as i:
+        llvm_vectorize = not h.periodic_access(body, var)
+        with h.for_range(self.b, start, stop, name=var.name, llvm_vectorize=llvm_vectorize) as i:
             with _bound(self.scope.vars, var, i):
                 self.scope.loop_depth += 1
                 self.stmt(body)

@@ -1,6 +1,6 @@
-"""Small llvmlite building blocks for the LLVM codegen: types, intrinsics, loops and allocas,
-integer/float arithmetic with Python/numpy semantics (and the (op, kind) table of it), vector
-memory access and heap buffers.
+"""Small llvmlite building blocks for the LLVM codegen: types, intrinsics, loops and allocas
+(and which loops LLVM's own vectorizer must not see), integer/float arithmetic with Python/numpy
+semantics (and the (op, kind) table of it), vector memory access and heap buffers.
 
 The inline math (exp, log, tanh, ...) lives in `llvm_math.py`.
 """
@@ -12,7 +12,9 @@ from collections.abc import Callable, Iterator, Sequence
 from llvmlite import ir
 
 from ..dtype import dtype_info
-from ..te.expr import BinOp
+from ..ir.functor import uses_var, walk
+from ..ir.nodes import Load, Stmt, Store
+from ..te.expr import Binary, BinOp, Const, Var
 
 I1 = ir.IntType(1)
 I8 = ir.IntType(8)
@@ -114,12 +116,21 @@ def alloca_once(builder: ir.IRBuilder, ty: ir.Type, count: int = 1, name: str = 
     return slot
 
 
+def no_vectorize_loop_id(module: ir.Module) -> ir.values.MDValue:
+    """A fresh `!llvm.loop` node asking LLVM's loop vectorizer to leave the loop alone."""
+    option = module.add_metadata([ir.MetaDataString(module, "llvm.loop.vectorize.enable"), ir.Constant(I1, 0)])
+    loop_id = ir.values.MDValue(module, [], name=str(len(module.metadata)))
+    loop_id.operands = (loop_id, option)    # a loop ID starts with a reference to itself
+    return loop_id
+
+
 @contextlib.contextmanager
 def for_range(builder: ir.IRBuilder, start: ir.Value | int, stop: ir.Value | int,
-              name: str = "i") -> Iterator[ir.Value]:
+              name: str = "i", llvm_vectorize: bool = True) -> Iterator[ir.Value]:
     """`for i in range(start, stop)` with an i32 induction variable (cond/body/end blocks, a phi).
 
     The body is generated inside the `with`; the builder ends positioned in the end block.
+    `llvm_vectorize=False` keeps LLVM's loop vectorizer off the loop.
     """
     start = ir.Constant(I32, start) if isinstance(start, int) else start
     stop = ir.Constant(I32, stop) if isinstance(stop, int) else stop
@@ -136,8 +147,31 @@ def for_range(builder: ir.IRBuilder, start: ir.Value | int, stop: ir.Value | int
     yield index
     nxt = builder.add(index, ir.Constant(I32, 1), name=f"{name}.next", flags=("nsw",))
     index.add_incoming(nxt, builder.block)
-    builder.branch(cond)
+    backedge = builder.branch(cond)
+    if not llvm_vectorize:
+        backedge.set_metadata("llvm.loop", no_vectorize_loop_id(builder.module))
     builder.position_at_end(end)
+
+
+def periodic_access(body: Stmt, var: Var) -> bool:
+    """Whether `body` addresses memory with `var` modulo or divided by a power of two.
+
+    LLVM 22's loop vectorizer takes such a periodic access, as B[4*jo + f % 4] in loop f, for a
+    consecutive one and loads the wrong elements (a minimal case is in tests/codegen/test_llvm.py);
+    loops that have one are kept away from it. autotune's own vectorize is unaffected.
+    """
+    def periodic(n: object) -> bool:
+        return (isinstance(n, Binary) and n.op in (BinOp.FLOORMOD, BinOp.FLOORDIV) and isinstance(n.b, Const)
+                and n.b.value > 1 and n.b.value & (n.b.value - 1) == 0 and uses_var(n.a, var))
+
+    hits: list[object] = []
+
+    def visit(n: object) -> None:
+        if isinstance(n, (Load, Store)):
+            walk(n.index, lambda x: hits.append(x) if periodic(x) else None)
+
+    walk(body, visit)
+    return bool(hits)
 
 
 # ---- arithmetic --------------------------------------------------------------------------------

@@ -9,9 +9,11 @@ computes the calling thread's static chunk and calls the body, which is always i
 
 An allocation failure in a thread stores its error code to `status` (an i32 in the kernel's
 frame) and ends that thread's chunk; the kernel checks it once every thread has joined.
+Without libgomp the loops run serially, with one warning per process (`warn_serial_once`).
 """
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING
 
 from llvmlite import ir
@@ -24,6 +26,19 @@ from .llvm_helpers import I32, PTR, VOID
 
 if TYPE_CHECKING:
     from .llvm import LLVMCodegen
+
+OPENMP_LIBRARY = "libgomp.so.1"
+_warned_serial = False
+
+
+def warn_serial_once() -> None:
+    """Running PARALLEL loops serially is a silent slowdown; say so, once per process."""
+    global _warned_serial
+    if not _warned_serial:
+        _warned_serial = True
+        warnings.warn(f"{OPENMP_LIBRARY} (the GNU OpenMP runtime) could not be loaded: parallel "
+                      "loops run serially on one thread; install libgomp to use every core",
+                      RuntimeWarning, stacklevel=3)
 
 
 def captures(loop: For) -> tuple[list[Var], list]:

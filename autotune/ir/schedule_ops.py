@@ -129,6 +129,13 @@ class NestBuilder:
                 rng: dict) -> list[Expr]:
         leaf_ranges = {iv.var: (0, ext[iv] - 1) for iv in st.leaf_iter_vars}
         conds: list[Expr] = []
+        leaves, roots = set(st.leaf_iter_vars), set(rng)
+        for iv in st.all_iter_vars:                  # split/fused axes split again with a tail
+            if iv in leaves or iv in roots:
+                continue
+            b = const_bound(offset[iv], leaf_ranges)
+            if b is None or b[1] > ext[iv] - 1:
+                conds.append(offset[iv] < ext[iv])
         for iv, r in rng.items():
             b = const_bound(offset[iv], leaf_ranges)
             if b is None or b[1] > r.extent - 1:

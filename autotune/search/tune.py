@@ -100,7 +100,7 @@ def tune(task: Task, trials: int = 64, tuner: str = "xgb", db: Any = None, early
             early_stopping=early_stopping, callbacks=callbacks,
             best_seconds=best_prev.cost if best_prev is not None else math.inf,
             best_index=best_prev.config_index if best_prev is not None else None)
-        status = "finished"
+        status = "interrupted" if result.interrupted else "finished"
     except KeyboardInterrupt:
         status = "interrupted"
         raise

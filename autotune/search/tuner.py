@@ -91,7 +91,8 @@ class TuneResult:
     trials: int
     history: list[tuple[int, MeasureResult]] = field(default_factory=list)
     run_id: int | None = None
-    stopped_early: bool = False
+    stopped_early: bool = False     # no improvement for `early_stopping` trials
+    interrupted: bool = False       # a callback raised StopTuning (e.g. Ctrl-C)
 
     @property
     def errors(self) -> int:
@@ -121,7 +122,7 @@ def tune_loop(task: Task, tuner: Tuner, measure: Callable[[Task, list[int]], lis
               best_seconds: float = math.inf, best_index: int | None = None) -> TuneResult:
     """Propose -> measure -> record -> track best -> update -> callbacks -> early stop."""
     history: list[tuple[int, MeasureResult]] = []
-    since_best, stopped = 0, False
+    since_best, stopped, interrupted = 0, False, False
     while len(history) < trials and tuner.has_next():
         batch = tuner.next_batch(min(batch_size, trials - len(history)))
         if not batch:
@@ -140,11 +141,11 @@ def tune_loop(task: Task, tuner: Tuner, measure: Callable[[Task, list[int]], lis
             for cb in callbacks:
                 cb(Progress(task, len(history), trials, best_seconds, gflops(task, best_seconds), errors, pairs))
         except StopTuning:
-            stopped = True
+            interrupted = True
             break
         if early_stopping is not None and since_best >= early_stopping:
             stopped = True
             break
     best_config = None if best_index is None else task.config(best_index).to_json()
     return TuneResult(task.workload_key, task.target, best_config, best_seconds, gflops(task, best_seconds),
-                      len(history), history, stopped_early=stopped)
+                      len(history), history, stopped_early=stopped, interrupted=interrupted)

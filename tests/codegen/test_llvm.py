@@ -335,9 +335,9 @@ def test_parallel_loop_with_global_allocate_inside(monkeypatch):
 
 def test_parallel_loop_runs_serially_without_libgomp_and_says_so_once(monkeypatch):
     import autotune.codegen.jit as jit
-    import autotune.codegen.llvm as llvm
+    import autotune.codegen.llvm_parallel as llvm_parallel
     monkeypatch.setattr(jit, "has_openmp", lambda: False)
-    monkeypatch.setattr(llvm, "_warned_serial", False)
+    monkeypatch.setattr(llvm_parallel, "_warned_serial", False)
     A, B = Buffer("A", (1001,), "int32"), Buffer("B", (1001,), "int32")
     i = Var("i")
     func = PrimFunc("serial_par", (A, B), loop(i, 1001, Store(B, i, mul(Load(A, i), c(3))), ForKind.PARALLEL))
@@ -523,6 +523,24 @@ def test_exp_and_log_stay_vectorized(fn, dtype, vector):
     code = f.get_source("ll")
     assert vector in code
     assert not any(call in code for call in (f"@llvm.{fn}.", f"@{fn}(", f"@{fn}f("))   # no libm call per lane
+
+
+def test_periodic_index_is_kept_from_llvms_loop_vectorizer():
+    """LLVM 22's loop vectorizer reads B[4*jo + f % 4] in loop f as if it were B[4*jo + f] (one
+    consecutive vector) on AVX2/AVX-512 hosts; the codegen marks such loops llvm.loop.vectorize
+    off. This kernel is the lowering of a fused cache_write stage (random schedule tests)."""
+    n = 29
+    B, C, L = Buffer("B", (n,), "float32"), Buffer("C", (13, n), "float32"), Buffer("L", (52,), "float32", "local")
+    jo, f, ji, ii = Var("jo"), Var("f"), Var("ji"), Var("ii")
+    col = add(mul(jo, c(4)), Binary(BinOp.FLOORMOD, f, c(4)))
+    fill = loop(f, 52, IfThenElse(Compare(CmpOp.LT, col, c(n)), Store(L, f, Load(B, col))))
+    copy = loop(ji, 4, IfThenElse(Compare(CmpOp.LT, add(mul(jo, c(4)), ji), c(n)), loop(ii, 13, Store(
+        C, add(add(mul(ii, c(n)), mul(jo, c(4))), ji), Load(L, add(mul(ii, c(4)), ji))))))
+    fn = build_module(PrimFunc("periodic", (B, C), loop(jo, 8, Allocate(L, seq(fill, copy)))))
+    b, out = np.arange(1, n + 1, dtype=np.float32), np.zeros((13, n), np.float32)
+    fn(b, out)
+    np.testing.assert_array_equal(out, np.tile(b, (13, 1)))
+    assert "llvm.loop.vectorize.enable" in fn.get_source("ll-raw")
 
 
 def test_tanh_saturates_and_keeps_nan():

@@ -92,3 +92,32 @@ def test_plan_shares_the_budget(tmp_path):
     rows = json.loads(cli("tune", "--plan", str(plan), "--trials", "40", "--tuner", "random", "--db", db,
                           "--seed", "1", "--json").stdout)
     assert sum(r["trials"] for r in rows) == 40 and all(r["trials"] >= 16 for r in rows)
+
+
+def test_ctrl_c_stops_after_the_batch_and_keeps_everything(tmp_path):
+    import signal
+    import time
+
+    from tuning_db import TuningDB
+
+    db = str(tmp_path / "int.db")
+    p = subprocess.Popen([sys.executable, "-m", "autotune.cli", "tune", "matmul", "--shape", "M=64,N=64,K=64",
+                          "--trials", "400", "--tuner", "random", "--db", db, "--seed", "0"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=dict(os.environ, AUTOTUNE_NUM_THREADS="1"))
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        time.sleep(1)
+        try:
+            if TuningDB(db, readonly=True).records():
+                break
+        except Exception:  # noqa: BLE001  (not created yet)
+            pass
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=300)
+    assert p.returncode == 0, err
+    assert "interrupted" in out
+    reader = TuningDB(db, readonly=True)
+    kept = reader.records()
+    assert 16 <= len(kept) < 400 and len(kept) % 16 == 0
+    assert reader.runs()[0].status == "interrupted" and reader.runs()[0].trials_done == len(kept)

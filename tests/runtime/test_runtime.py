@@ -35,8 +35,7 @@ def env(tmp_path, monkeypatch):
     monkeypatch.setenv("AUTOTUNE_CACHE", str(tmp_path / "cache"))
     from autotune import runtime
 
-    runtime._MEMORY.clear()
-    runtime._WARNED.clear()
+    runtime.clear_caches()
     return tmp_path
 
 
@@ -107,7 +106,7 @@ def test_tampered_cache_entry_is_rebuilt_not_executed(env):
         o.write_bytes(b"\x7fELF" + os.urandom(64))          # garbage that would crash if loaded
     from autotune import runtime
 
-    runtime._MEMORY.clear()
+    runtime.clear_caches()
     k = autotune.load("matmul", db=db, M=40, N=24, K=16)
     a, b = np.random.rand(40, 16).astype("float32"), np.random.rand(16, 24).astype("float32")
     np.testing.assert_allclose(k(a, b), a @ b, rtol=1e-5)
