@@ -25,14 +25,16 @@ class CLIError(click.ClickException):
     exit_code = EXIT_USAGE
 
 
-def parse_shape(text: str) -> dict[str, int]:
-    """`M=1024,N=512,K=64` -> {"M": 1024, ...}; malformed text names the bad item."""
-    out: dict[str, int] = {}
+def parse_shape(text: str) -> dict[str, int | tuple[int, ...]]:
+    """`M=1024,N=512,K=64` -> {"M": 1024, ...}; `axes=0:2` is the tuple (0, 2); bad items are named."""
+    out: dict[str, int | tuple[int, ...]] = {}
     for item in filter(None, (p.strip() for p in text.split(","))):
         name, sep, value = item.partition("=")
-        if not sep or not name.strip() or not value.strip().lstrip("-").isdigit():
-            raise CLIError(f"malformed --shape item {item!r}; expected NAME=INT, e.g. M=1024,N=1024,K=1024")
-        out[name.strip()] = int(value)
+        parts = value.strip().split(":")
+        if not sep or not name.strip() or not all(p.lstrip("-").isdigit() for p in parts):
+            raise CLIError(f"malformed --shape item {item!r}; expected NAME=INT (or NAME=INT:INT for a tuple), "
+                           "e.g. M=1024,N=1024,K=1024")
+        out[name.strip()] = int(parts[0]) if len(parts) == 1 else tuple(int(p) for p in parts)
     if not out:
         raise CLIError("--shape is empty; expected NAME=INT[,NAME=INT...]")
     return out

@@ -85,7 +85,7 @@ def count_flop(outputs: list[Tensor]) -> float:
 
 def workload_key(op: str, params: dict[str, Any], dtype: str) -> str:
     """Canonical name of a workload: op, parameters in the template's order, dtype."""
-    inner = ",".join(f"{k}={v}" for k, v in params.items())
+    inner = ",".join(f"{k}={':'.join(map(str, v)) if isinstance(v, tuple) else v}" for k, v in params.items())
     return f"{op}({inner}){dtype}"
 
 
@@ -192,8 +192,12 @@ def create_task(op: str, target: str = "llvm", dtype: str = "float32", **params:
         raise ValueError(f"{op}: missing parameter(s) {missing}; expected {list(tmpl.shape_params)}")
     ordered = {p: params[p] for p in tmpl.shape_params}
     for k, v in ordered.items():
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise TypeError(f"{op}: parameter {k} must be an int, got {v!r}")
+        if isinstance(v, list):
+            v = ordered[k] = tuple(v)
+        ok = isinstance(v, int) or (isinstance(v, tuple) and all(isinstance(x, int) and not isinstance(x, bool)
+                                                                 for x in v))
+        if not ok:
+            raise TypeError(f"{op}: parameter {k} must be an int (or a tuple of ints), got {v!r}")
     return Task(tmpl, ordered, dtype, canonical_target(target))
 
 

@@ -1,32 +1,12 @@
-"""Op dispatch: `autotune.ops.matmul(a, b)` runs the best known kernel for the arrays' shapes.
-
-Each op checks its arguments (ndim, matching dimensions, dtype) and names the op and the
-argument in its error, then goes through `autotune.load`.
-"""
+"""Linear-algebra ops: matmul, batch_matmul, dense (+bias+relu), conv2d NCHW."""
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
 
-from .runtime import load
-
-
-def _arrays(op: str, names: tuple[str, ...], arrays: tuple[Any, ...], ndims: tuple[int, ...]) -> str:
-    for name, a, nd in zip(names, arrays, ndims):
-        if not isinstance(a, np.ndarray):
-            raise TypeError(f"{op}: argument {name} must be a numpy array, got {type(a).__name__}")
-        if a.ndim != nd:
-            raise ValueError(f"{op}: argument {name} must be {nd}-d, got shape {a.shape}")
-    dtypes = {a.dtype.name for a in arrays}
-    if len(dtypes) != 1:
-        raise TypeError(f"{op}: arguments {', '.join(names)} must share a dtype, got "
-                        + ", ".join(f"{n}={a.dtype}" for n, a in zip(names, arrays)))
-    return dtypes.pop()
-
-
-def _contiguous(*arrays: np.ndarray) -> list[np.ndarray]:
-    return [np.ascontiguousarray(a) for a in arrays]
+from ..runtime import load
+from .checks import arrays as _arrays, contiguous as _contiguous
 
 
 def matmul(a: np.ndarray, b: np.ndarray, db: Any = None) -> np.ndarray:

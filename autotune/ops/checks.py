@@ -1,0 +1,24 @@
+"""Argument checks shared by the op wrappers: every error names the op and the argument."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+def arrays(op: str, names: tuple[str, ...], values: tuple[Any, ...], ndims: tuple[int | None, ...]) -> str:
+    """Check that each value is a numpy array of the given ndim (None: any) and all share a dtype."""
+    for name, a, nd in zip(names, values, ndims):
+        if not isinstance(a, np.ndarray):
+            raise TypeError(f"{op}: argument {name} must be a numpy array, got {type(a).__name__}")
+        if nd is not None and a.ndim != nd:
+            raise ValueError(f"{op}: argument {name} must be {nd}-d, got shape {a.shape}")
+    dtypes = {a.dtype.name for a in values}
+    if len(dtypes) != 1:
+        raise TypeError(f"{op}: arguments {', '.join(names)} must share a dtype, got "
+                        + ", ".join(f"{n}={a.dtype}" for n, a in zip(names, values)))
+    return dtypes.pop()
+
+
+def contiguous(*values: np.ndarray) -> list[np.ndarray]:
+    return [np.ascontiguousarray(a) for a in values]
