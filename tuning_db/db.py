@@ -14,138 +14,19 @@ import os
 import sqlite3
 import time
 import warnings
-from collections.abc import Callable, Iterable, Iterator
-from pathlib import Path
+from collections.abc import Iterable, Iterator
 from typing import Any
-from urllib.parse import quote
 
-from sqlalchemy import URL, and_, case, create_engine, delete, event, func, insert, inspect, select, update
-from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy import and_, case, delete, func, insert, inspect, select, update
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
-from sqlalchemy.pool import QueuePool, StaticPool
 
+from .engine import (WRITE_OPTION, check_file, in_memory, install_sqlite_hooks, locate,
+                     sqlite_file_engine, url_engine)
 from .jsonl import export_records, import_lines, read_jsonl
 from .records import RUN_STATUSES, Record, RunInfo, TuningDBError, WorkloadSummary
 from .schema import (SCHEMA_VERSION, TABLES, Meta, RecordRow, RunRow, TargetRow, WorkloadRow, get_or_create, key_id,
                      record_row, to_record)
-
-BUSY_TIMEOUT_S = 30.0
-DEFAULT_PATH = "./tuning.db"
-_SQLITE_MAGIC = b"SQLite format 3\x00"
-_EMPTY_POLLS, _EMPTY_POLL_S = 10, 0.05
-_WRITE_OPTION = "tuning_db_write"   # execution option that makes the begin hook take the write lock
-
-
-def _locate(path_or_url: str | os.PathLike[str] | None) -> tuple[Path | None, URL | None]:
-    """A SQLite file path, or else a URL (another database, in-memory SQLite, a SQLite URI)."""
-    raw = os.fspath(path_or_url) if path_or_url is not None else os.environ.get("AUTOTUNE_DB") or DEFAULT_PATH
-    if "://" not in raw:
-        return (None, make_url("sqlite://")) if raw == ":memory:" else (Path(raw), None)
-    try:
-        url = make_url(raw)
-    except ArgumentError as e:
-        raise TuningDBError(f"cannot open tuning database {raw!r}: {e}") from None
-    db = url.database or ""
-    plain_file = db not in ("", ":memory:") and not url.query and not db.startswith("file:")
-    if url.get_backend_name() == "sqlite" and plain_file:
-        return Path(db), None
-    return None, url
-
-
-def _read_magic(path: Path) -> bytes:
-    try:
-        with open(path, "rb") as f:
-            return f.read(len(_SQLITE_MAGIC))
-    except OSError as e:
-        raise TuningDBError(f"cannot open tuning database {path}: {e.strerror or e}") from None
-
-
-def _check_file(path: Path, readonly: bool) -> None:
-    """Refuse what cannot be a tuning database before SQLite sees (and would rewrite) it."""
-    if path.is_dir():
-        raise TuningDBError(f"{path} is a directory, not a tuning database file")
-    if not path.exists():
-        if readonly:
-            raise TuningDBError(f"tuning database {path} does not exist")
-        parent = path.parent if str(path.parent) else Path(".")
-        if not parent.is_dir():
-            raise TuningDBError(f"cannot create tuning database {path}: directory {parent} does not exist")
-        return
-    head = _read_magic(path)
-    for _ in range(_EMPTY_POLLS):   # another process may have just created it: its header follows in ms
-        if head:
-            break
-        time.sleep(_EMPTY_POLL_S)
-        head = _read_magic(path)
-    if not head:
-        raise TuningDBError(f"{path} is an empty file, not a tuning database (remove it to start a new one)")
-    if head != _SQLITE_MAGIC:
-        raise TuningDBError(f"{path} is not a tuning database (not an SQLite file)")
-
-
-def _install_sqlite_hooks(engine: Engine, use_wal: Callable[[], bool]) -> None:
-    """PRAGMAs on every new connection; our own BEGIN so reads are snapshots and writes lock early.
-
-    WAL is persistent in the file, so it is switched on only once the file is known to be ours
-    (`use_wal`): opening somebody else's SQLite file must leave it exactly as it was.
-    """
-
-    @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
-        dbapi_connection.isolation_level = None   # the driver must not BEGIN on its own; _on_begin does
-        cursor = dbapi_connection.cursor()
-        cursor.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")   # first: the rest may wait
-        if use_wal():
-            _enable_wal(cursor)                              # readers never block the writer, nor it them
-            cursor.execute("PRAGMA synchronous = NORMAL")   # WAL stays consistent on a crash; fsync per checkpoint
-        cursor.execute("PRAGMA foreign_keys = ON")
-        cursor.close()
-
-    @event.listens_for(engine, "begin")
-    def _on_begin(conn: Any) -> None:
-        # IMMEDIATE takes the write lock up front (waiting up to busy_timeout), so a writer never
-        # fails half-way upgrading a read snapshot that another writer made stale.
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get(_WRITE_OPTION) else "BEGIN")
-
-
-def _enable_wal(cursor: sqlite3.Cursor) -> None:
-    """Switch the file to WAL (once; later connections find it so). The switch needs an exclusive
-    lock, and SQLite refuses it at once rather than wait when that could deadlock, so we retry."""
-    deadline = time.monotonic() + BUSY_TIMEOUT_S
-    while True:
-        try:
-            if cursor.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-                cursor.execute("PRAGMA journal_mode = WAL")
-            return
-        except sqlite3.OperationalError as e:
-            if "locked" not in str(e) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.01)
-
-
-def _sqlite_file_engine(path: Path, readonly: bool) -> Engine:
-    # A SQLite URI (not a SQLAlchemy URL) so that mode=ro can neither create nor write the file.
-    uri = f"file:{quote(str(path.resolve()))}?mode={'ro' if readonly else 'rwc'}"
-
-    def connect() -> sqlite3.Connection:
-        return sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, check_same_thread=False, isolation_level=None)
-
-    return create_engine(URL.create("sqlite", database=str(path)), creator=connect, poolclass=QueuePool)
-
-
-def _url_engine(url: URL) -> Engine:
-    if url.get_backend_name() != "sqlite":
-        return create_engine(url, pool_pre_ping=True)
-    if _in_memory(url):   # one shared connection, or each would be its own database
-        return create_engine("sqlite://", poolclass=StaticPool,
-                             creator=lambda: sqlite3.connect(":memory:", check_same_thread=False))
-    return create_engine(url)
-
-
-def _in_memory(url: URL) -> bool:
-    return url.get_backend_name() == "sqlite" and (url.database or ":memory:") == ":memory:"
-
 
 def _reason(e: BaseException) -> str:
     """The driver's one-line reason, without SQLAlchemy's statement dump."""
@@ -179,23 +60,23 @@ class TuningDB:
 
     def __init__(self, path_or_url: str | os.PathLike[str] | None = None, readonly: bool = False) -> None:
         self.readonly = readonly
-        path, url = _locate(path_or_url)
+        path, url = locate(path_or_url)
         self.path = path   # the SQLite file, or None for a URL that is not one
         self.name = str(path) if path is not None else url.render_as_string(hide_password=True)
         self.url = f"sqlite:///{path.resolve()}" if path is not None else self.name   # password masked
         if path is not None:
-            _check_file(path, readonly)
+            check_file(path, readonly)
         try:
-            self._engine = _sqlite_file_engine(path, readonly) if path is not None else _url_engine(url)
+            self._engine = sqlite_file_engine(path, readonly) if path is not None else url_engine(url)
         except (SQLAlchemyError, ImportError) as e:   # unknown dialect, driver not installed
             raise TuningDBError(f"cannot open tuning database {self.name}: {e}") from None
         self._sqlite = self._engine.dialect.name == "sqlite"
         self._wal = False   # set once the schema check passes
         if self._sqlite:
-            _install_sqlite_hooks(self._engine, lambda: self._wal)
+            install_sqlite_hooks(self._engine, lambda: self._wal)
         self._pid = os.getpid()
         self._read = sessionmaker(self._engine, expire_on_commit=False)
-        self._write = sessionmaker(self._engine.execution_options(**{_WRITE_OPTION: True}), expire_on_commit=False)
+        self._write = sessionmaker(self._engine.execution_options(**{WRITE_OPTION: True}), expire_on_commit=False)
         try:
             self._open_schema()
         except SQLAlchemyError as e:
@@ -204,7 +85,7 @@ class TuningDB:
         except BaseException:
             self._engine.dispose()
             raise
-        if self._sqlite and not readonly and not _in_memory(self._engine.url):
+        if self._sqlite and not readonly and not in_memory(self._engine.url):
             self._wal = True
             self._engine.dispose()   # the checking connection had no WAL; every later one gets it
 

@@ -11,7 +11,7 @@ How the IR is read
   count as executed (a tail guard's scalar path is counted in full, like its vector path).
 * Unrolled copies: stores with the same buffer, loop extents/kinds and branch side (then or
   else of a guard) are copies of one *template* (what the unroll pass leaves). The first
-  `_ANALYZE` copies are analysed and the rest only counted, which keeps extraction fast on
+  `ANALYZE` copies are analysed and the rest only counted, which keeps extraction fast on
   heavily unrolled bodies; beyond that, a buffer's distinct offsets across copies are
   extrapolated (kept if the second half of the analysed copies added none, else scaled).
 * The *hot nest* is the template with the most executed work (lanes + float ops). Its levels
@@ -69,22 +69,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..dtype import dtype_info
-from ..ir.nodes import (Allocate, Broadcast, For, ForKind, IfThenElse, Let, Load, PrimFunc, Ramp,
-                        Seq, Store)
-from ..te.expr import And, Binary, BinOp, Call, Cast, Compare, Const, Not, Or, Select, Var
+from ..ir.nodes import Allocate, ForKind, Let, PrimFunc, Seq
+from .ir_walk import Template, Walk, ANALYZE, PARALLEL_KINDS, visit
 
 MAX_LOOPS = 8
 MAX_BUFFERS = 5
 MAX_KNOBS = 16
-_ANALYZE = 32  # copies analysed per template (exact up to 32 unrolled copies); the rest are counted
 
 _KINDS = ("serial", "parallel", "unrolled", "vectorized", "thread")
-_PARALLEL = (ForKind.PARALLEL, ForKind.THREAD_BOUND)
 _KIND_OF = {ForKind.SERIAL: "serial", ForKind.PARALLEL: "parallel", ForKind.UNROLLED: "unrolled",
             ForKind.VECTORIZED: "vectorized", ForKind.THREAD_BOUND: "thread"}
 _LOOP_FIELDS = ("extent", *(f"is_{k}" for k in _KINDS), "depth", "prod_above", "prod_below",
@@ -116,235 +113,6 @@ def lg(x: float) -> float:
     return math.log2(1.0 + max(x, 0.0))
 
 
-# ---- expressions: affine index forms and operation counts -------------------------------------
-
-@dataclass(slots=True)
-class _Aff:
-    """An index as sum(coef[v] * v) + const; vector lanes step by `lane_stride`."""
-
-    coef: dict
-    const: float = 0.0
-    lane_stride: float = 0.0
-    lanes: int = 1
-    data_dependent: bool = False   # the index reads memory (indirect access)
-
-
-def _aff(e, memo: dict) -> _Aff:
-    r = memo.get(id(e))
-    if r is None:
-        r = memo[id(e)] = _aff_new(e, memo)
-    return r
-
-
-def _aff_new(e, memo: dict) -> _Aff:
-    t = type(e)
-    if t is Const:
-        return _Aff({}, float(e.value))
-    if t is Var:
-        return _Aff({e: 1.0})
-    if t is Ramp:
-        base, step = _aff(e.base, memo), _aff(e.stride, memo)
-        return _Aff(base.coef, base.const, step.const, e.lanes, base.data_dependent)
-    if t is Broadcast:
-        v = _aff(e.value, memo)
-        return _Aff(v.coef, v.const, 0.0, e.lanes, v.data_dependent)
-    if t is Cast:
-        return _aff(e.value, memo)
-    if t is Load:
-        inner = _aff(e.index, memo)
-        return _Aff({v: 1.0 for v in inner.coef}, 0.0, 0.0, inner.lanes, True)
-    if t is Binary:
-        a, b = _aff(e.a, memo), _aff(e.b, memo)
-        op = e.op
-        if op is BinOp.ADD or op is BinOp.SUB:
-            k = 1.0 if op is BinOp.ADD else -1.0
-            coef = dict(a.coef)
-            for v, c in b.coef.items():
-                coef[v] = coef.get(v, 0.0) + k * c
-            return _Aff(coef, a.const + k * b.const, a.lane_stride + k * b.lane_stride,
-                        max(a.lanes, b.lanes), a.data_dependent or b.data_dependent)
-        if op is BinOp.MUL:
-            if b.coef or b.lane_stride:     # keep the varying operand in a
-                a, b = b, a
-            k = b.const if not b.coef else 1.0   # var * var: strides unknown, keep the vars
-            return _Aff({v: c * k for v, c in a.coef.items()} | {v: 1.0 for v in b.coef},
-                        a.const * k, a.lane_stride * k, max(a.lanes, b.lanes),
-                        a.data_dependent or b.data_dependent)
-        if op is BinOp.FLOORDIV and not b.coef and b.const > 0:
-            c = b.const
-            return _Aff({v: x / c for v, x in a.coef.items()}, a.const // c, a.lane_stride / c,
-                        a.lanes, a.data_dependent)
-        if op is BinOp.FLOORMOD and not b.coef and b.const > 0:
-            return _Aff(a.coef, a.const % b.const, a.lane_stride, a.lanes, a.data_dependent)
-        # min/max (clamps) and anything else: follow the operand that varies
-        return a if (a.coef or a.lane_stride or not (b.coef or b.lane_stride)) else b
-    if t is Select:
-        return _aff(e.t, memo)
-    return _Aff({})
-
-
-def _is_gather(index, lanes: int, aff: _Aff) -> bool:
-    """Per-lane addressing in the codegen: not a splat and not a unit-stride Ramp."""
-    if aff.data_dependent:
-        return True
-    if lanes == 1 or type(index) is Broadcast:
-        return False
-    return not (type(index) is Ramp and type(index.stride) is Const and index.stride.value == 1)
-
-
-_FLOAT_KIND = {}
-
-
-def _is_float(dtype: str) -> bool:
-    r = _FLOAT_KIND.get(dtype)
-    if r is None:
-        r = _FLOAT_KIND[dtype] = dtype_info(dtype).kind == "float"
-    return r
-
-
-def _ops(e, memo: dict) -> tuple[float, float, tuple, int]:
-    """(float ops, integer ops, loads, lanes) of one evaluation of `e`; shared subtrees memoised."""
-    r = memo.get(id(e))
-    if r is not None:
-        return r
-    t = type(e)
-    if t is Load:
-        f, i, loads, lanes = _ops(e.index, memo)
-        r = (f, i, loads + (e,), lanes)
-    elif t is Binary or t is Compare or t is Call or t is Select or t is Cast or t is Ramp \
-            or t is Broadcast or t is Not or t is And or t is Or:
-        f = i = 0.0
-        loads: tuple = ()
-        lanes = 1
-        for c in _expr_children(e, t):
-            cf, ci, cl, cn = _ops(c, memo)
-            f, i, loads, lanes = f + cf, i + ci, loads + cl, max(lanes, cn)
-        if t is Ramp or t is Broadcast:
-            lanes = e.lanes_
-        elif t is Binary or t is Call or t is Compare:
-            if _is_float(e.a.dtype if t is Compare else e.dtype):
-                f += lanes
-            else:
-                i += lanes
-        r = (f, i, loads, lanes)
-    else:   # Var, Const
-        r = (0.0, 0.0, (), 1)
-    memo[id(e)] = r
-    return r
-
-
-def _expr_children(e, t) -> tuple:
-    if t is Binary or t is Compare or t is And or t is Or:
-        return (e.a, e.b)
-    if t is Call:
-        return e.args
-    if t is Select:
-        return (e.cond, e.t, e.f)
-    if t is Cast or t is Broadcast:
-        return (e.value,)
-    if t is Ramp:
-        return (e.base, e.stride)
-    return (e.a,)  # Not
-
-
-# ---- statements: templates of stores with their execution counts ------------------------------
-
-@dataclass(slots=True)
-class _Access:
-    buffer: object
-    aff: _Aff
-    lanes: int
-    is_store: bool
-    gather: bool
-    levels: tuple   # loop vars of the copy, outermost first (maps coef to levels)
-
-
-@dataclass(slots=True)
-class _Template:
-    loops: tuple           # For nodes of the first copy, outermost first
-    lanes: int
-    count: float           # executions of one copy
-    guards: int            # deepest guard nesting seen over the copies
-    in_else: bool
-    copies: int = 0
-    flops: float = 0.0     # summed over analysed copies
-    int_ops: float = 0.0
-    accesses: list = field(default_factory=list)   # per analysed copy: list[_Access]
-
-
-@dataclass(slots=True)
-class _Walk:
-    templates: dict = field(default_factory=dict)
-    memo_ops: dict = field(default_factory=dict)
-    memo_aff: dict = field(default_factory=dict)
-    n_loops: int = 0
-    n_parallel: int = 0
-    n_guards: int = 0
-    inner_guards: int = 0
-    inner_guard_evals: float = 0.0
-    allocs: list = field(default_factory=list)   # (scope, bytes)
-
-
-def _visit(s, loops: tuple, sig: tuple, count: float, guards: int, in_else: bool, w: _Walk) -> bool:
-    """Record the stores under `s`; returns whether `s` contains a loop."""
-    t = type(s)
-    if t is For:
-        w.n_loops += 1
-        w.n_parallel += s.kind in _PARALLEL
-        _visit(s.body, loops + (s,), sig + ((s.extent, s.kind),), count * s.extent, guards,
-               in_else, w)
-        return True
-    if t is Seq:
-        has = False
-        for x in s.stmts:
-            has = _visit(x, loops, sig, count, guards, in_else, w) or has
-        return has
-    if t is IfThenElse:
-        w.n_guards += 1
-        has = _visit(s.then_case, loops, sig, count, guards + 1, in_else, w)
-        if s.else_case is not None:
-            has = _visit(s.else_case, loops, sig, count, guards + 1, True, w) or has
-        if not has and loops:
-            w.inner_guards += 1
-            w.inner_guard_evals += count
-        return has
-    if t is Allocate:
-        b = s.buffer
-        w.allocs.append((b.scope, b.size * dtype_info(b.dtype).bytes))
-        return _visit(s.body, loops, sig, count, guards, in_else, w)
-    if t is Let:
-        return _visit(s.body, loops, sig, count, guards, in_else, w)
-    if t is Store:
-        _record_store(s, loops, sig, count, guards, in_else, w)
-    return False
-
-
-def _record_store(s: Store, loops: tuple, sig: tuple, count: float, guards: int, in_else: bool,
-                  w: _Walk) -> None:
-    key = (id(s.buffer), sig, in_else)
-    tpl = w.templates.get(key)
-    if tpl is None:
-        tpl = w.templates[key] = _Template(loops, 1, count, guards, in_else)
-    tpl.copies += 1
-    tpl.guards = max(tpl.guards, guards)
-    if s.predicate is not None and loops:
-        w.inner_guard_evals += count
-    if tpl.copies > _ANALYZE:
-        return
-    f, i, loads, _ = _ops(s.value, w.memo_ops)
-    fi, ii, iloads, lanes = _ops(s.index, w.memo_ops)
-    tpl.flops += f + fi
-    tpl.int_ops += i + ii
-    tpl.lanes = max(tpl.lanes, lanes)
-    levels = tuple(lp.var for lp in loops)
-    acc = []
-    for node, is_store in [(ld, False) for ld in loads + iloads] + [(s, True)]:
-        aff = _aff(node.index, w.memo_aff)
-        acc.append(_Access(node.buffer, aff, aff.lanes, is_store,
-                           _is_gather(node.index, aff.lanes, aff), levels))
-    tpl.accesses.append(acc)
-
-
 # ---- the hot nest: levels and per-buffer access features --------------------------------------
 
 @dataclass(slots=True)
@@ -354,7 +122,7 @@ class _Level:
     depth: int | None   # position among the real loops; None for the virtual levels
 
 
-def _hot_levels(tpl: _Template) -> list[_Level]:
+def _hot_levels(tpl: Template) -> list[_Level]:
     levels = [_Level(lp.extent, _KIND_OF[lp.kind], d) for d, lp in enumerate(tpl.loops)]
     if tpl.copies > 1:
         levels.append(_Level(tpl.copies, "unrolled", None))
@@ -398,9 +166,9 @@ def _coef_by_depth(accs: list) -> dict[int, float]:
     return coef
 
 
-def _buffer_stats(buf, accs: list, tpl: _Template, levels: list[_Level]) -> _BufStats:
+def _buffer_stats(buf, accs: list, tpl: Template, levels: list[_Level]) -> _BufStats:
     """Strides, reuse and footprint of one buffer's accesses in the hot template."""
-    analysed = min(tpl.copies, _ANALYZE)
+    analysed = min(tpl.copies, ANALYZE)
     elem = dtype_info(buf.dtype).bytes
     coef = _coef_by_depth(accs)
     lanes = max(a.lanes for a, _ in accs)
@@ -439,7 +207,7 @@ def _buffer_stats(buf, accs: list, tpl: _Template, levels: list[_Level]) -> _Buf
                      buf.scope == "local", any(a.gather for a, _ in accs), reuse, touch)
 
 
-def _hot_buffers(tpl: _Template, levels: list[_Level]) -> list[_BufStats]:
+def _hot_buffers(tpl: Template, levels: list[_Level]) -> list[_BufStats]:
     by_buf: dict = {}
     for k, acc in enumerate(tpl.accesses):
         for a in acc:
@@ -495,15 +263,15 @@ class _Totals:
     compulsory: float = 0.0     # bytes of the distinct global buffers accessed
 
 
-def _totals(w: _Walk, hot: _Template | None) -> _Totals:
+def _totals(w: Walk, hot: Template | None) -> _Totals:
     """Whole-run sums over all templates (analysed copies scaled to all copies)."""
     t, global_bufs = _Totals(), {}
     for tpl in w.templates.values():
-        analysed = min(tpl.copies, _ANALYZE)
+        analysed = min(tpl.copies, ANALYZE)
         scale = tpl.copies / analysed * tpl.count
         f = tpl.flops * scale
         t.flops, t.int_ops = t.flops + f, t.int_ops + tpl.int_ops * scale
-        t.parallel_flops += f if any(lp.kind in _PARALLEL for lp in tpl.loops) else 0.0
+        t.parallel_flops += f if any(lp.kind in PARALLEL_KINDS for lp in tpl.loops) else 0.0
         t.vector_flops += f if tpl.lanes > 1 else 0.0
         t.else_flops += f if tpl.in_else else 0.0
         t.hot_flops += f if tpl is hot else 0.0
@@ -518,10 +286,10 @@ def _totals(w: _Walk, hot: _Template | None) -> _Totals:
     return t
 
 
-def _func_features(func: PrimFunc, w: _Walk, hot: _Template | None) -> list[float]:
+def _func_features(func: PrimFunc, w: Walk, hot: Template | None) -> list[float]:
     t = _totals(w, hot)
     share = (lambda x: x / t.flops) if t.flops > 0 else (lambda x: 0.0)
-    hot_par = [lp.extent for lp in hot.loops if lp.kind in _PARALLEL] if hot else []
+    hot_par = [lp.extent for lp in hot.loops if lp.kind in PARALLEL_KINDS] if hot else []
     local = [b for scope, b in w.allocs if scope == "local"]
     other = [b for scope, b in w.allocs if scope != "local"]
     row = {
@@ -544,10 +312,10 @@ def _func_features(func: PrimFunc, w: _Walk, hot: _Template | None) -> list[floa
     return [row[name] for name in _FUNC_FIELDS]
 
 
-def _hottest(w: _Walk) -> _Template | None:
+def _hottest(w: Walk) -> Template | None:
     best, best_work = None, -1.0
     for tpl in w.templates.values():
-        analysed = min(tpl.copies, _ANALYZE)
+        analysed = min(tpl.copies, ANALYZE)
         work = tpl.count * tpl.copies * (tpl.lanes + tpl.flops / analysed)
         if work > best_work:
             best, best_work = tpl, work
@@ -556,8 +324,8 @@ def _hottest(w: _Walk) -> _Template | None:
 
 def extract(func: PrimFunc, knobs: Sequence[float] = ()) -> np.ndarray:
     """The `FEATURE_LEN` float32 features of a lowered function (see the module table)."""
-    w = _Walk()
-    _visit(func.body, (), (), 1.0, 0, False, w)
+    w = Walk()
+    visit(func.body, (), (), 1.0, 0, False, w)
     out = np.zeros(FEATURE_LEN, dtype=np.float64)
     hot = _hottest(w)
     if hot is not None:
