@@ -76,6 +76,14 @@ class DiskCache:
             return None
         return meta["signature"], obj
 
+    def get_note(self, key: str) -> dict | None:
+        """A small authenticated JSON note (e.g. which config a database resolved to)."""
+        hit = self.get(key)
+        return hit[0] if hit is not None and hit[1] == b"note" else None
+
+    def put_note(self, key: str, note: dict) -> None:
+        self.put(key, note, b"note")
+
     def put(self, key: str, signature: dict, obj: bytes) -> None:
         """Store atomically (write to a temporary name, then rename)."""
         try:

@@ -8,9 +8,11 @@ read-only; kernels come from the memory LRU, else the disk cache, else a compile
 from __future__ import annotations
 
 import math
+import os
 import threading
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -153,11 +155,40 @@ def load(op: str, target: str = "llvm", db: Any = None, dtype: str = "float32", 
     return _RESOLVED.get_or_create(key, lambda: _resolve(op, target, db, dtype, params))
 
 
+def _db_stamp(db: Any) -> list | None:
+    """Identity of a SQLite database file and its WAL (path, size, mtime), or None if not a plain file."""
+    if db is not None and not isinstance(db, (str, os.PathLike)):
+        return None
+    raw = os.fspath(db) if db is not None else os.environ.get("AUTOTUNE_DB") or "./tuning.db"
+    if "://" in raw or raw == ":memory:":
+        return None
+    path = Path(raw).resolve()
+    stamp = []
+    for p in (path, path.with_name(path.name + "-wal")):
+        try:
+            st = p.stat()
+        except OSError:
+            continue
+        stamp.append([str(p), st.st_size, st.st_mtime_ns])
+    return stamp
+
+
 def _resolve(op: str, target: str, db: Any, dtype: str, params: dict[str, Any]) -> Kernel:
     task = create_task(op, target=target, dtype=dtype, **params)
-    database = _open_db(db)
-    index, provenance, gflops = _choose(task, database)
+    disk = DiskCache()
+    stamp = _db_stamp(db)
+    note_key = entry_key(task.workload_key, task.target, {"resolved_from": stamp}) if stamp else None
+    note = disk.get_note(note_key) if note_key else None
+    if note is not None:                       # same database as last time: no need to open it
+        index, provenance, gflops = note["index"], note["provenance"], note["gflops"]
+        if provenance != "tuned":
+            _warn_once(task, f"autotune: no tuned record for {task.workload_key}; using {provenance} config")
+    else:
+        index, provenance, gflops = _choose(task, _open_db(db))
+        stamp = _db_stamp(db)                  # after reading: opening may have touched the WAL
+        if stamp:
+            note_key = entry_key(task.workload_key, task.target, {"resolved_from": stamp})
+            disk.put_note(note_key, {"index": index, "provenance": provenance, "gflops": gflops})
     config = task.config(index).to_json()
-    func = _MEMORY.get_or_create((task.workload_key, task.target, index),
-                                 lambda: _compile(task, index, DiskCache()))
+    func = _MEMORY.get_or_create((task.workload_key, task.target, index), lambda: _compile(task, index, disk))
     return Kernel(task, config, provenance, gflops, func)
