@@ -16,11 +16,10 @@ from ..dtype import dtype_info
 from ..errors import BuildError
 from ..ir.nodes import (Allocate, Broadcast, Evaluate, For, ForKind, IfThenElse, Let, Load,
                         PrimFunc, Ramp, Seq, Stmt, Store)
-from ..te.expr import (And, Binary, BinOp, Call, Cast, Compare, Const, Expr, Not, Or,
-                       Select, Var)
+from ..te.expr import And, Binary, Call, Cast, Compare, Const, Expr, Not, Or, Select, Var
 from . import llvm_helpers as h
 from .llvm_abi import NUM_THREADS_SYMBOL, define_heap_table, entry_symbol, status_error
-from .llvm_helpers import CONTRACT, I32, PTR, VOID
+from .llvm_helpers import I32, PTR, VOID
 from .llvm_math import INLINE
 from .llvm_parallel import emit_parallel_for, warn_serial_once
 

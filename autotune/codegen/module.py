@@ -20,7 +20,7 @@ from . import jit
 from .llvm import NUM_THREADS_SYMBOL, entry_symbol, status_error
 
 NUM_THREADS_ENV = "AUTOTUNE_NUM_THREADS"
-SIGNATURE_VERSION = 1
+SIGNATURE_VERSION = 2  # 2: kernels return an i32 status (allocation failures)
 
 
 @functools.cache
