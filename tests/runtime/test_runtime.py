@@ -125,3 +125,19 @@ def test_tampered_cache_entry_is_rebuilt_not_executed(env):
 def test_ops_reject_bad_input(call, exc, match, env):
     with pytest.raises(exc, match=match):
         call()
+
+
+def test_load_is_thread_safe(env):
+    from concurrent.futures import ThreadPoolExecutor
+
+    db = str(env / "t.db")
+    _tuned(db, 24, 20, 12)
+    a, b = np.random.rand(24, 12).astype("float32"), np.random.rand(12, 20).astype("float32")
+
+    def work(_):
+        k = autotune.load("matmul", db=db, M=24, N=20, K=12)
+        return k.config["index"], np.abs(k(a, b) - a @ b).max()
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(work, range(32)))
+    assert {idx for idx, _ in results} == {5} and max(err for _, err in results) < 1e-4
