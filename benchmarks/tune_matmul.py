@@ -10,6 +10,7 @@ own overhead per trial (wall time minus the time spent calling kernels).
 from __future__ import annotations
 
 import argparse
+from collections import Counter
 import os
 import platform
 import random
@@ -73,7 +74,8 @@ def main() -> None:
     args = ap.parse_args()
     n = args.size
     task = autotune.create_task("matmul", M=n, N=n, K=n)
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores; target {task.target}")
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; "
+          f"target {task.target}")
     print(f"task {task.workload_key}: {len(task.config_space)} configs; {args.trials} trials x {args.seeds} seeds")
     np_s = numpy_seconds(n)
     runs: dict[tuple[str, int], dict] = {}
@@ -87,7 +89,8 @@ def main() -> None:
                 kernel = sum(r.run_seconds for _, r in res.history)
                 costs = [r.cost for _, r in res.history]
                 runs[(tuner, seed)] = {"res": res, "costs": costs, "overhead": (wall - kernel) / res.trials}
-                print(f"  {tuner:6s} seed {seed}: best {res.best_gflops:7.1f} GFLOP/s, {res.errors} errors, "
+                kinds = Counter(r.error_kind.value for _, r in res.history if not r.ok)
+                print(f"  {tuner:6s} seed {seed}: best {res.best_gflops:7.1f} GFLOP/s, errors {dict(kinds) or 0}, "
                       f"wall {wall:6.0f} s, overhead {runs[(tuner, seed)]['overhead']:.3f} s/trial", flush=True)
     best_cost = min(min(r["costs"]) for r in runs.values())
     flop = task.flop
