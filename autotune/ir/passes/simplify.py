@@ -141,6 +141,26 @@ def canonical_sum(e: Binary, r: Ranges) -> Expr | None:
     return None if _key(out) == _key(e) else out
 
 
+def div_mod_recombine(e: Binary, r: Ranges) -> Expr | None:
+    # (x // c) * c + x % c -> x   (floor division and modulo, any integer x, c > 0)
+    if e.op not in (BinOp.ADD, BinOp.SUB) or not _is_int(e):
+        return None
+    terms, c0 = linear(e)
+    for key, (t, k) in terms.items():
+        c = _c(t.b) if type(t) is Binary and t.op is BinOp.FLOORMOD else None
+        if c is None or c <= 0:
+            continue
+        div_key = (BinOp.FLOORDIV, _key(t.a), _key(t.b))
+        if div_key not in terms or terms[div_key][1] != k * c:
+            continue
+        out = {kk: [tt, q] for kk, (tt, q) in terms.items() if kk not in (key, div_key)}
+        x_terms, x_c0 = linear(t.a)
+        for kk, (tt, q) in x_terms.items():
+            out.setdefault(kk, [tt, 0])[1] += k * q
+        return from_linear({kk: v for kk, v in out.items() if v[1]}, c0 + k * x_c0, e.dtype)
+    return None
+
+
 def div_mod(e: Binary, r: Ranges) -> Expr | None:
     # (c*q*x + y) // c -> q*x + y // c  and  (c*q*x + y) % c -> y % c;  y // c -> k when y in [k*c, (k+1)*c)
     c = _c(e.b)
@@ -256,7 +276,7 @@ def fold_cast(e: Cast, r: Ranges) -> Expr | None:
 
 
 RULES: dict[type, list[Callable[[Any, Ranges], Expr | None]]] = {
-    Binary: [fold_binary, identities, canonical_sum, div_mod, nested_div, min_max_bounds],
+    Binary: [fold_binary, identities, canonical_sum, div_mod_recombine, div_mod, nested_div, min_max_bounds],
     Compare: [fold_compare],
     And: [fold_logic], Or: [fold_logic], Not: [fold_logic],
     Select: [fold_select],
