@@ -85,6 +85,12 @@ class Stage:
             raise ScheduleError(f"{prim} of {self.name}.{axis.name}: axis was already split or fused; use its new axes")
         raise ScheduleError(f"{prim} of {self.name}.{axis.name}: axis does not belong to stage {self.name}")
 
+    def _not_attach_point(self, axes: tuple[IterVar, ...], prim: str) -> None:
+        for st in self.schedule.stages:
+            if st.attach == "scope" and st.attach_stage is self and st.attach_ivar in axes:
+                raise ScheduleError(f"{prim} of {self.name}.{st.attach_ivar.name}: {st.name} is computed at this "
+                                    f"axis; {prim} before compute_at")
+
     def _new_axis(self, name: str, extent: int, kind: str) -> IterVar:
         iv = IterVar(Var(name), 0, extent, kind)
         self.all_iter_vars.append(iv)
@@ -94,6 +100,7 @@ class Stage:
     def split(self, parent: IterVar, factor: int | None = None, nparts: int | None = None) -> tuple[IterVar, IterVar]:
         """Split `parent` into (outer, inner); a tail that does not divide is guarded."""
         self._leaf(parent, "split")
+        self._not_attach_point((parent,), "split")
         where = f"split of {self.name}.{parent.name}"
         check((factor is None) != (nparts is None), f"{where}: give exactly one of factor= or nparts=")
         n = factor if factor is not None else nparts
@@ -122,6 +129,7 @@ class Stage:
         check(len(axes) >= 1, f"fuse of {self.name}: needs at least one axis")
         for a in axes:
             self._leaf(a, "fuse")
+        self._not_attach_point(axes, "fuse")
         names = ", ".join(a.name for a in axes)
         pos = [self.leaf_iter_vars.index(a) for a in axes]
         check(pos == list(range(pos[0], pos[0] + len(axes))),

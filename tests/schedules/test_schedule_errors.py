@@ -106,3 +106,15 @@ def test_cache_read_needs_readers_that_read():
     s = te.create_schedule([C.op, E.op])
     with pytest.raises(ScheduleError, match="E does not read A"):
         s.cache_read(A, "local", [E])
+
+
+@pytest.mark.parametrize("prim", ["split", "fuse"])
+def test_attach_axis_cannot_be_split_or_fused_after_compute_at(prim):
+    A = te.placeholder((16,), name="A")
+    B = te.compute((16,), lambda i: A[i] + 1.0, name="B")
+    C = te.compute((16,), lambda i: B[i] * 2.0, name="C")
+    s = te.create_schedule(C.op)
+    xo, xi = s[C].split(C.op.axis[0], 4)
+    s[B].compute_at(s[C], xo)
+    with pytest.raises(ScheduleError, match=f"{prim} of C.i.outer: B is computed at this axis; {prim} before compute_at"):
+        s[C].fuse(xo, xi) if prim == "fuse" else s[C].split(xo, 2)
