@@ -34,6 +34,7 @@ class Template:
     description: str
     target: str
     shape_params: tuple[str, ...] = field(default=())
+    defaults: dict[str, Any] = field(default_factory=dict)     # shape parameters that may be left out
 
 
 TEMPLATES: dict[tuple[str, str], Template] = {}
@@ -44,10 +45,12 @@ def template(name: str, reference: Callable[..., Any], target: str = "llvm",
     """Register `f(cfg, **params)` as the template of op `name` for `target`."""
 
     def deco(func: Callable) -> Callable:
-        params = [p for p in inspect.signature(func).parameters][1:]
-        shape = tuple(p for p in params if p != "dtype")
+        params = list(inspect.signature(func).parameters.values())[1:]
+        shape = tuple(p.name for p in params if p.name != "dtype")
+        defaults = {p.name: p.default for p in params
+                    if p.name != "dtype" and p.default is not inspect.Parameter.empty}
         doc = description or next(iter((func.__doc__ or name).strip().splitlines()), name)
-        TEMPLATES[(name, target)] = Template(name, func, reference, doc, target, shape)
+        TEMPLATES[(name, target)] = Template(name, func, reference, doc, target, shape, defaults)
         return func
 
     return deco
@@ -174,7 +177,8 @@ def _load_templates() -> None:
 
 
 def create_task(op: str, target: str = "llvm", dtype: str = "float32", **params: Any) -> Task:
-    """A task for op `op` at the given shape parameters; errors name the bad parameter."""
+    """A task for op `op` at the given shape parameters (those the template gives a default may be
+    left out: the task, and so its workload key, holds every one); errors name the bad parameter."""
     _load_templates()
     kind = str(target).split()[0] if target else ""
     if kind not in TARGETS:
@@ -187,6 +191,7 @@ def create_task(op: str, target: str = "llvm", dtype: str = "float32", **params:
     unknown = set(params) - set(tmpl.shape_params)
     if unknown:
         raise ValueError(f"{op}: unknown parameter(s) {sorted(unknown)}; expected {list(tmpl.shape_params)}")
+    params = {**tmpl.defaults, **params}
     missing = [p for p in tmpl.shape_params if p not in params]
     if missing:
         raise ValueError(f"{op}: missing parameter(s) {missing}; expected {list(tmpl.shape_params)}")

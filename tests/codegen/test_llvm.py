@@ -381,7 +381,8 @@ def _arrays():
     (lambda a: [a[0], a[1], np.zeros((7, 12), np.float32)], ValueError, r"argument 2 \(C\): expected shape \(7, 13\), got \(7, 12\)"),
     (lambda a: [np.zeros((13, 7), np.float32).T, a[1], a[2]], ValueError, r"argument 0 \(A\): expected a C-contiguous"),
     (lambda a: [a[0], a[1], _readonly(a[2])], ValueError, r"argument 2 \(C\): is written"),
-    (lambda a: [a[0], a[0], a[2]], ValueError, r"argument 0 \(A\) and argument 1 \(B\) share memory"),
+    (lambda a: [a[0], a[1], a[0]], ValueError, r"argument 0 \(A\) and argument 2 \(C\) share memory"),
+    (lambda a: [a[0], a[1], a[1][...]], ValueError, r"argument 1 \(B\) and argument 2 \(C\) share memory"),
     (lambda a: [a[0], a[1], _misaligned()], ValueError, r"argument 2 \(C\): expected an array aligned"),
 ])
 def test_argument_errors(three_args, mutate, error, message):
@@ -398,6 +399,14 @@ def test_read_only_inputs_are_fine(three_args):
     run = three_args.bind(a, b, out)
     run()
     np.testing.assert_array_equal(out, 3)
+
+
+def test_inputs_may_alias_each_other(three_args):
+    """Kernel parameters are noalias, which only forbids overlap with memory the kernel writes."""
+    a, _, out = _arrays()
+    a += np.arange(91, dtype=np.float32).reshape(7, 13)
+    three_args(a, a, out)
+    np.testing.assert_array_equal(out, 2 * a)
 
 
 def _readonly(a):

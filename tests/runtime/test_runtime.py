@@ -1,6 +1,5 @@
 """autotune.load and autotune.ops: exact hit, nearest-shape fallback, default fallback with a
 warning, the disk cache across processes, and a tampered cache entry."""
-import json
 import os
 import subprocess
 import sys

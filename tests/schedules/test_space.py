@@ -62,6 +62,14 @@ def test_task_identity_and_flop():
     assert autotune.create_task("dense", M=4, N=5, K=6).flop == 2 * 4 * 5 * 6 + 2 * 4 * 5
 
 
+def test_parameters_with_a_template_default_may_be_left_out():
+    short = autotune.create_task("layer_norm", M=7, N=9)
+    full = autotune.create_task("layer_norm", M=7, N=9, eps=(1, -5))
+    assert short.params == full.params == {"M": 7, "N": 9, "eps": (1, -5)}
+    assert short.workload_key == full.workload_key
+    assert autotune.create_task("layer_norm", M=7, N=9, eps=(1, -6)).workload_key != full.workload_key
+
+
 @pytest.mark.parametrize("kwargs, exc, match", [
     (dict(op="matmul", M=4, N=4), ValueError, r"missing parameter\(s\) \['K'\]"),
     (dict(op="matmul", M=4, N=4, K=4, Q=1), ValueError, r"unknown parameter\(s\) \['Q'\]"),
