@@ -1,16 +1,18 @@
 """autotune: a schedule-search autotuner for tensor programs, in the style of Apache TVM.
 
-Public API: te, lower, build, template, create_task, tune, load, ops, __version__.
+Public API: te, lower, build, template, create_task, create_task_from_te, tune, load, ops,
+__version__.
 """
 from typing import Any
 
 from . import te
 from .build import build
 from .ir.lower import lower
+from .schedules.from_te import create_task_from_te
 from .schedules.task import create_task, template
 
 __version__ = "0.1.0"
-__all__ = ["te", "lower", "build", "template", "create_task", "tune", "load", "ops", "__version__"]
+__all__ = ["te", "lower", "build", "template", "create_task", "create_task_from_te", "tune", "load", "ops", "__version__"]
 
 
 def tune(*args: Any, **kwargs: Any) -> Any:

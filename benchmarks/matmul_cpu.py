@@ -15,17 +15,7 @@ import numpy as np
 import autotune
 from autotune.codegen import target_key
 from autotune.schedules.cpu.matmul import default_schedule, hand_schedule
-
-
-def seconds(fn, repeat: int) -> float:
-    """Median of `repeat` timed calls after one warm-up call."""
-    fn()
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return float(np.median(times))
+from timing import seconds
 
 
 def main() -> None:

@@ -24,18 +24,14 @@ from autotune.costmodel import XGBCostModel, spearman, top_k_recall
 from autotune.measure import MeasureOptions, Measurer
 from autotune.search.tune import tune
 from autotune.search.xgb import config_features
+from timing import seconds
 
 
 def numpy_seconds(n: int, repeat: int = 10) -> float:
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((n, n), np.float32), rng.standard_normal((n, n), np.float32)
     c = a @ b
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        np.matmul(a, b, out=c)
-        times.append(time.perf_counter() - t)
-    return float(np.median(times))
+    return seconds(lambda: np.matmul(a, b, out=c), repeat)
 
 
 def trials_to_reach(costs: list[float], target: float) -> int | None:

@@ -5,9 +5,12 @@ from typing import Any
 
 import numpy as np
 
+from ..dtype import dtype_info
+
 
 def arrays(op: str, names: tuple[str, ...], values: tuple[Any, ...], ndims: tuple[int | None, ...]) -> str:
-    """Check that each value is a numpy array of the given ndim (None: any) and all share a dtype."""
+    """Check that each value is a numpy array of the given ndim (None: any) and all share a dtype
+    that kernels support; return that dtype's name."""
     for name, a, nd in zip(names, values, ndims):
         if not isinstance(a, np.ndarray):
             raise TypeError(f"{op}: argument {name} must be a numpy array, got {type(a).__name__}")
@@ -17,8 +20,14 @@ def arrays(op: str, names: tuple[str, ...], values: tuple[Any, ...], ndims: tupl
     if len(dtypes) != 1:
         raise TypeError(f"{op}: arguments {', '.join(names)} must share a dtype, got "
                         + ", ".join(f"{n}={a.dtype}" for n, a in zip(names, values)))
-    return dtypes.pop()
+    dtype = dtypes.pop()
+    try:
+        dtype_info(dtype)
+    except TypeError:
+        raise TypeError(f"{op}: argument {names[0]} has dtype {dtype}, which kernels do not support") from None
+    return dtype
 
 
 def contiguous(*values: np.ndarray) -> list[np.ndarray]:
+    """C-contiguous arrays, as kernels take them (inputs may alias each other: add(x, x) is fine)."""
     return [np.ascontiguousarray(a) for a in values]

@@ -1,77 +1,62 @@
-"""conv2d NCHW on the CPU: the compute (padding stage + 3 reduction axes) and its template."""
+"""conv2d NCHW on the CPU: templates "conv2d" (stride, padding) and "conv2d_grouped" (plus
+dilation and groups; depthwise when groups == C), and the NCHW schedule that the fused conv
+templates in `conv.py` share. The computes live in `autotune.topi.conv`.
+
+"conv2d" keeps its parameters, knobs and knob order, so its workload keys and tuning records
+stay valid; dilation and groups are parameters of the new op "conv2d_grouped" only.
+"""
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
 from ... import te
+from ...topi import conv as topi_conv
 from ..task import template
 
 
-def conv2d_nchw(X: te.Tensor, Wt: te.Tensor, stride: int, padding: int, name: str = "Y") -> tuple[te.Tensor, te.Tensor]:
-    """Y[n, f, y, x] = sum_{c, ky, kx} pad(X)[n, c, y*stride + ky, x*stride + kx] * W[f, c, ky, kx]."""
-    N, C, H, W = X.shape
-    F, _, KH, KW = Wt.shape
-    Hp, Wp = H + 2 * padding, W + 2 * padding
-    P = te.compute((N, C, Hp, Wp), lambda n, c, h, w: te.if_then_else(
-        te.all(h >= padding, h < H + padding, w >= padding, w < W + padding),
-        X[n, c, h - padding, w - padding], te.const(0, X.dtype)), name="pad")
-    OH, OW = (Hp - KH) // stride + 1, (Wp - KW) // stride + 1
-    rc = te.reduce_axis((0, C), name="rc")
-    ry = te.reduce_axis((0, KH), name="ry")
-    rx = te.reduce_axis((0, KW), name="rx")
-    Y = te.compute((N, F, OH, OW), lambda n, f, y, x: te.sum(
-        P[n, rc, y * stride + ry, x * stride + rx] * Wt[f, rc, ry, rx], axis=[rc, ry, rx]), name=name)
-    return P, Y
+def conv2d_nchw(X: te.Tensor, Wt: te.Tensor, stride: Any, padding: Any, name: str = "Y") -> tuple[te.Tensor, te.Tensor]:
+    """(pad, Y) of a dense NCHW conv2d (see `autotune.topi.conv.conv2d_nchw` for dilation and groups)."""
+    return topi_conv.conv2d_nchw(X, Wt, stride, padding, name=name)
 
 
-def conv2d_reference(x: np.ndarray, w: np.ndarray, stride: int, padding: int, **_: int) -> np.ndarray:
-    """numpy conv2d NCHW through one im2col matmul per kernel offset."""
-    xp = np.pad(x, ((0, 0), (0, 0), (padding, padding), (padding, padding)))
-    n, c, hp, wp = xp.shape
-    f, _, kh, kw = w.shape
-    oh, ow = (hp - kh) // stride + 1, (wp - kw) // stride + 1
-    out = np.zeros((n, f, oh, ow), dtype=np.float64 if x.dtype == np.float64 else np.float32)
-    for y in range(kh):
-        for x_ in range(kw):
-            patch = xp[:, :, y:y + stride * oh:stride, x_:x_ + stride * ow:stride]
-            out += np.einsum("nchw,fc->nfhw", patch, w[:, :, y, x_], optimize=True)
-    return out.astype(x.dtype)
+def conv2d_reference(x: np.ndarray, w: np.ndarray, stride: Any, padding: Any, dilation: Any = 1, groups: int = 1,
+                     **_: int) -> np.ndarray:
+    """numpy conv2d NCHW through one (grouped) einsum per kernel offset."""
+    return topi_conv.conv2d_nchw_reference(x, w, stride, padding, dilation, groups)
 
 
-def _check_shape(N, C, H, W, F, KH, KW, stride, padding) -> None:
-    if stride < 1 or padding < 0:
-        raise ValueError(f"conv2d: stride must be >= 1 and padding >= 0, got stride={stride}, padding={padding}")
-    if H + 2 * padding < KH or W + 2 * padding < KW:
-        raise ValueError(f"conv2d: kernel {KH}x{KW} is larger than the padded input {H + 2 * padding}x{W + 2 * padding}")
-
-
-@template("conv2d", reference=conv2d_reference,
-          description="NCHW conv2d: X N x C x H x W, W F x C x KH x KW, with stride and padding")
-def conv2d_template(cfg, N: int, C: int, H: int, W: int, F: int, KH: int, KW: int, stride: int, padding: int,
-                    dtype: str = "float32"):
-    """Output tiles accumulated locally (filters x rows x vectorized columns), channels split."""
-    _check_shape(N, C, H, W, F, KH, KW, stride, padding)
-    OH, OW = (H + 2 * padding - KH) // stride + 1, (W + 2 * padding - KW) // stride + 1
+def define_nchw_knobs(cfg: Any, F: int, OH: int, OW: int, Cg: int, extra: bool = True) -> None:
+    """Output tile (filters x rows x vector columns), channel split, reduction order, kernel-row
+    unroll, where the padding is computed; `extra` adds the parallel-loop choice (new ops only)."""
     cfg.define_split("tile_f", F, 2, policy="candidate", candidate=[[-1, v] for v in (4, 8, 2, 1, 16)])
     cfg.define_split("tile_y", OH, 2, policy="candidate", candidate=[[-1, v] for v in (1, 2, 4)])
     cfg.define_split("tile_x", OW, 2, policy="candidate", candidate=[[-1, v] for v in (16, 8, 32, 28, 14, 56)])
-    cfg.define_split("tile_rc", C, 2, policy="candidate", candidate=[[-1, v] for v in (8, 1, 4, 16, 32)])
+    cfg.define_split("tile_rc", Cg, 2, policy="candidate", candidate=[[-1, v] for v in (8, 1, 4, 16, 32)])
     cfg.define_knob("reduce_order", ["rc_outer", "kernel_outer"])
     cfg.define_knob("unroll_kw", [1, 0])
     cfg.define_knob("pad", ["inline", "root"])
-    X = te.placeholder((N, C, H, W), dtype, name="X")
-    Wt = te.placeholder((F, C, KH, KW), dtype, name="W")
-    P, Y = conv2d_nchw(X, Wt, stride, padding)
-    s = te.create_schedule(Y.op)
-    if cfg["pad"].val == "inline" or padding == 0:
+    if extra:
+        cfg.define_knob("parallel", ["fused", "outer"])
+
+
+def schedule_nchw(cfg: Any, s: Any, P: te.Tensor, Y: te.Tensor, out: te.Tensor, padded: bool, KW: int,
+                  parallel: str = "fused") -> None:
+    """Each output tile accumulates in a local buffer at the tile loop; `out` is Y itself
+    (Y then gets a local cache) or a pointwise epilogue of Y (Y is then the local tile)."""
+    if cfg["pad"].val == "inline" or not padded:
         s[P].compute_inline()
-    CC = s.cache_write(Y, "local")
-    n, f, y, x = Y.op.axis
-    fo, fi = cfg["tile_f"].apply(s, Y, f)
-    yo, yi = cfg["tile_y"].apply(s, Y, y)
-    xo, xi = cfg["tile_x"].apply(s, Y, x)
-    s[Y].reorder(n, fo, yo, xo, fi, yi, xi)
-    s[CC].compute_at(s[Y], xo)
+    else:
+        pn, pc, _, _ = P.op.axis
+        s[P].parallel(s[P].fuse(pn, pc))
+    CC = s.cache_write(Y, "local") if out is Y else Y
+    n, f, y, x = out.op.axis
+    fo, fi = cfg["tile_f"].apply(s, out, f)
+    yo, yi = cfg["tile_y"].apply(s, out, y)
+    xo, xi = cfg["tile_x"].apply(s, out, x)
+    s[out].reorder(n, fo, yo, xo, fi, yi, xi)
+    s[CC].compute_at(s[out], xo)
     _, cf, cy, cx = s[CC].op.axis
     rc, ry, rx = s[CC].op.reduce_axis
     rco, rci = cfg["tile_rc"].apply(s, CC, rc)
@@ -82,6 +67,43 @@ def conv2d_template(cfg, N: int, C: int, H: int, W: int, F: int, KH: int, KW: in
     if cfg["unroll_kw"].val and KW <= 8:
         s[CC].unroll(rx)
     s[CC].vectorize(cx)
-    s[Y].vectorize(xi)
-    s[Y].parallel(s[Y].fuse(n, fo, yo))
+    s[out].vectorize(xi)
+    s[out].parallel(s[out].fuse(n, fo, yo) if parallel == "fused" else s[out].fuse(n, fo))
+
+
+def nchw_geometry(op: str, N: int, C: int, H: int, W: int, F: int, KH: int, KW: int, stride: Any, padding: Any,
+                  dilation: Any = 1, groups: int = 1) -> topi_conv.ConvGeometry:
+    if N < 1:
+        raise ValueError(f"{op}: batch N must be >= 1, got {N}")
+    return topi_conv.conv_geometry(op, C, F, (H, W), (KH, KW), stride, padding, dilation, groups)
+
+
+@template("conv2d", reference=conv2d_reference,
+          description="NCHW conv2d: X N x C x H x W, W F x C x KH x KW, with stride and padding")
+def conv2d_template(cfg, N: int, C: int, H: int, W: int, F: int, KH: int, KW: int, stride: int, padding: int,
+                    dtype: str = "float32"):
+    """Output tiles accumulated locally (filters x rows x vectorized columns), channels split."""
+    g = nchw_geometry("conv2d", N, C, H, W, F, KH, KW, stride, padding)
+    define_nchw_knobs(cfg, F, *g.out, C, extra=False)
+    X = te.placeholder((N, C, H, W), dtype, name="X")
+    Wt = te.placeholder((F, C, KH, KW), dtype, name="W")
+    P, Y = conv2d_nchw(X, Wt, stride, padding)
+    s = te.create_schedule(Y.op)
+    schedule_nchw(cfg, s, P, Y, Y, g.has_padding, KW)
+    return s, [X, Wt, Y]
+
+
+@template("conv2d_grouped", reference=conv2d_reference,
+          description="NCHW conv2d with stride, padding, dilation and groups (depthwise: groups == C): "
+                      "X N x C x H x W, W F x C/groups x KH x KW")
+def conv2d_grouped_template(cfg, N: int, C: int, H: int, W: int, F: int, KH: int, KW: int, stride: Any,
+                            padding: Any, dilation: Any, groups: int, dtype: str = "float32"):
+    """The conv2d schedule over each group's channels; output channels of all groups tiled together."""
+    g = nchw_geometry("conv2d_grouped", N, C, H, W, F, KH, KW, stride, padding, dilation, groups)
+    define_nchw_knobs(cfg, F, *g.out, C // groups)
+    X = te.placeholder((N, C, H, W), dtype, name="X")
+    Wt = te.placeholder((F, C // groups, KH, KW), dtype, name="W")
+    P, Y = topi_conv.conv2d_nchw(X, Wt, stride, padding, dilation, groups)
+    s = te.create_schedule(Y.op)
+    schedule_nchw(cfg, s, P, Y, Y, g.has_padding, KW, cfg["parallel"].val)
     return s, [X, Wt, Y]

@@ -1,0 +1,112 @@
+"""Elementwise ops on the CPU: one template per op, all scheduled by the generic injective schedule.
+
+Shape parameters: unary ops take `shape` (a tuple, or an int for 1-d); binary ops take `a_shape`
+and `b_shape`, broadcast with numpy's rules; `where` takes `cond_shape`, `a_shape`, `b_shape`
+(cond is a bool tensor, a and b are of the task's dtype). The numpy references compute in
+float64 and round to the task's dtype, so they are the exact answer the kernels approximate.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import numpy as np
+
+from ... import te
+from ...topi import elementwise as topi
+from ..generic import schedule_injective
+from ..task import template
+
+
+def as_shape(v: Any, op: str, name: str) -> tuple[int, ...]:
+    """A shape parameter: an int (1-d) or a tuple of positive ints; errors name the op and parameter."""
+    t = (v,) if isinstance(v, int) and not isinstance(v, bool) else tuple(v) if isinstance(v, (tuple, list)) else None
+    if not t or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in t):
+        raise ValueError(f"{op}: parameter {name} must be a tuple of positive ints, got {v!r}")
+    return t
+
+
+def _exact(f: Callable[..., Any]) -> Callable[..., Any]:
+    """A reference computed in float64 (floats) and rounded to the inputs' dtype."""
+    def ref(*arrays: np.ndarray, **_: Any) -> np.ndarray:
+        dtype = arrays[-1].dtype
+        with np.errstate(all="ignore"):
+            wide = [a.astype(np.float64) if a.dtype.kind == "f" else a for a in arrays]
+            return np.asarray(f(*wide)).astype(dtype)
+
+    return ref
+
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+UNARY: dict[str, tuple[Callable[[te.Tensor], te.Tensor], Callable[[np.ndarray], Any], str]] = {
+    "relu": (topi.relu, lambda x: np.maximum(x, 0), "max(x, 0)"),
+    "gelu": (topi.gelu, lambda x: 0.5 * x * (1 + _erf(x / math.sqrt(2))), "x * Phi(x) with erf (exact GELU)"),
+    "gelu_tanh": (lambda x: topi.gelu(x, "tanh"),
+                  lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3))),
+                  "GELU, tanh approximation"),
+    "silu": (topi.silu, lambda x: x / (1 + np.exp(-x)), "x * sigmoid(x)"),
+    "sigmoid": (topi.sigmoid, lambda x: 1 / (1 + np.exp(-x)), "1 / (1 + exp(-x))"),
+    "tanh": (topi.tanh, np.tanh, "tanh(x)"),
+    "exp": (topi.exp, np.exp, "exp(x)"),
+    "log": (topi.log, np.log, "natural log"),
+    "sqrt": (topi.sqrt, np.sqrt, "square root"),
+    "rsqrt": (topi.rsqrt, lambda x: 1 / np.sqrt(x), "1 / sqrt(x)"),
+    "neg": (topi.neg, np.negative, "-x"),
+    "abs": (topi.abs, np.abs, "|x|"),
+    "reciprocal": (topi.reciprocal, lambda x: 1 / x, "1 / x"),
+}
+
+BINARY: dict[str, tuple[Callable[..., te.Tensor], Callable[..., Any]]] = {
+    "add": (topi.add, np.add), "sub": (topi.sub, np.subtract), "mul": (topi.mul, np.multiply),
+    "div": (topi.div, np.true_divide), "maximum": (topi.maximum, np.maximum),
+    "minimum": (topi.minimum, np.minimum), "power": (topi.power, np.power),
+}
+
+
+def _unary(name: str, compute: Callable[[te.Tensor], te.Tensor], ref: Callable, what: str) -> None:
+    def unary_template(cfg: Any, shape: Any, dtype: str = "float32"):
+        x = te.placeholder(as_shape(shape, name, "shape"), dtype, name="x")
+        y = compute(x)
+        s = te.create_schedule(y.op)
+        schedule_injective(cfg, s, y)
+        return s, [x, y]
+
+    unary_template.__name__ = unary_template.__qualname__ = f"{name}_template"
+    template(name, reference=_exact(ref), description=f"y = {what}, elementwise over `shape`")(unary_template)
+
+
+def _binary(name: str, compute: Callable[..., te.Tensor], ref: Callable) -> None:
+    def binary_template(cfg: Any, a_shape: Any, b_shape: Any, dtype: str = "float32"):
+        a = te.placeholder(as_shape(a_shape, name, "a_shape"), dtype, name="a")
+        b = te.placeholder(as_shape(b_shape, name, "b_shape"), dtype, name="b")
+        y = compute(a, b)
+        s = te.create_schedule(y.op)
+        schedule_injective(cfg, s, y)
+        return s, [a, b, y]
+
+    binary_template.__name__ = binary_template.__qualname__ = f"{name}_template"
+    template(name, reference=_exact(ref),
+             description=f"y = {name}(a, b) with numpy broadcasting of a_shape and b_shape")(binary_template)
+
+
+for _name, (_compute, _ref, _what) in UNARY.items():
+    _unary(_name, _compute, _ref, _what)
+for _name, (_compute, _ref) in BINARY.items():
+    _binary(_name, _compute, _ref)
+
+
+def _where_reference(cond: np.ndarray, a: np.ndarray, b: np.ndarray, **_: Any) -> np.ndarray:
+    return np.where(cond, a, b)
+
+
+@template("where", reference=_where_reference,
+          description="y = a where cond else b (cond bool), numpy broadcasting of all three shapes")
+def where_template(cfg: Any, cond_shape: Any, a_shape: Any, b_shape: Any, dtype: str = "float32"):
+    cond = te.placeholder(as_shape(cond_shape, "where", "cond_shape"), "bool", name="cond")
+    a = te.placeholder(as_shape(a_shape, "where", "a_shape"), dtype, name="a")
+    b = te.placeholder(as_shape(b_shape, "where", "b_shape"), dtype, name="b")
+    y = topi.where(cond, a, b)
+    s = te.create_schedule(y.op)
+    schedule_injective(cfg, s, y)
+    return s, [cond, a, b, y]

@@ -1,0 +1,156 @@
+"""Data movement on the CPU: transpose, pad, concat, slice, take; generic injective schedule.
+
+Shape parameters:
+- transpose: `shape`, `axes` (a permutation of the axes).
+- pad: `shape`, `pad_before`, `pad_after` (one entry per dimension) and `value`: an int, or
+  (mantissa, exponent) meaning mantissa * 10**exponent (the float convention of the nn ops:
+  `value=-15:-1` is -1.5 on the command line).
+- concat: `shape` (of the result), `axis`, `sizes` (each input's extent along `axis`; they sum
+  to shape[axis]; 2 or more inputs).
+- slice: `shape`, `begin`, `end`, `step` (Python slice rules per dimension, negative allowed).
+- take: `weight_shape`, `indices_shape` (int32 indices into axis 0 of weight; out-of-range
+  indices are clipped, numpy's mode="clip"); embedding is take with (indices, weight).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ... import te
+from ...topi import movement as topi
+from ..float_params import decode_float, encode_float
+from ..generic import schedule_injective
+from ..task import template
+from .elementwise import as_shape
+
+
+def _ints(v: Any, op: str, name: str, n: int | None = None) -> tuple[int, ...]:
+    t = (v,) if isinstance(v, int) and not isinstance(v, bool) else tuple(v) if isinstance(v, (tuple, list)) else None
+    ok = t is not None and all(isinstance(d, int) and not isinstance(d, bool) for d in t)
+    if not ok or (n is not None and len(t) != n):
+        want = f"{n} ints" if n is not None else "a tuple of ints"
+        raise ValueError(f"{op}: parameter {name} must be {want}, got {v!r}")
+    return t
+
+
+def encode_value(v: float) -> int | tuple[int, int]:
+    """The task parameter of a pad value: the int itself when it is one, else (mantissa, exponent)."""
+    v = float(v)
+    if not math.isfinite(v):
+        raise ValueError(f"pad: value must be finite, got {v}")
+    return int(v) if v.is_integer() and abs(v) < 2 ** 31 else encode_float(v)
+
+
+def _injective(out: te.Tensor, cfg: Any) -> te.Schedule:
+    s = te.create_schedule(out.op)
+    schedule_injective(cfg, s, out)
+    return s
+
+
+def _transpose_reference(x: np.ndarray, axes: Any, **_: Any) -> np.ndarray:
+    return np.transpose(x, _ints(axes, "transpose", "axes"))
+
+
+def schedule_transpose(cfg: Any, s: te.Schedule, y: te.Tensor, perm: tuple[int, ...]) -> None:
+    """Tiles of `tile` x `tile` elements: the output axis that reads x's innermost axis and the
+    output's innermost axis are split and their tile loops put outside, so every cache line of
+    x read by a tile is used whole; the innermost loop is vectorized (strided reads of x),
+    the tile loops fused and parallel. tile 0: untiled, rows in parallel."""
+    st = s[y]
+    axes = list(st.op.axis)
+    a = perm.index(len(perm) - 1)                # the output axis along x's contiguous axis
+    cfg.define_knob("tile", [t for t in (8, 16, 32, 0) if t == 0 or t <= min(axes[a].extent, axes[-1].extent)])
+    cfg.define_knob("parallel", [1, 0])
+    tile = cfg["tile"].val
+    if tile:
+        ao, ai = st.split(axes[a], tile)
+        jo, ji = st.split(axes[-1], tile)
+        others = [v for k, v in enumerate(axes[:-1]) if k != a]
+        st.reorder(*others, ao, jo, ai, ji)
+        outer = st.fuse(*others, ao, jo)
+    else:
+        jo, ji = st.split(axes[-1], 16)
+        outer = st.fuse(*axes[:-1], jo)
+    st.vectorize(ji)
+    if cfg["parallel"].val:
+        st.parallel(outer)
+
+
+@template("transpose", reference=_transpose_reference, description="permute the axes of x (numpy's transpose)")
+def transpose_template(cfg: Any, shape: Any, axes: Any, dtype: str = "float32"):
+    """Contiguous innermost axis: the generic injective schedule; else tiled (`schedule_transpose`)."""
+    x = te.placeholder(as_shape(shape, "transpose", "shape"), dtype, name="x")
+    perm = topi.normalize_perm(len(x.shape), _ints(axes, "transpose", "axes", len(x.shape)))
+    y = topi.transpose(x, perm)
+    if perm[-1] == len(perm) - 1:
+        return _injective(y, cfg), [x, y]
+    s = te.create_schedule(y.op)
+    schedule_transpose(cfg, s, y, perm)
+    return s, [x, y]
+
+
+def _pad_reference(x: np.ndarray, pad_before: Any, pad_after: Any, value: Any, **_: Any) -> np.ndarray:
+    widths = list(zip(_ints(pad_before, "pad", "pad_before"), _ints(pad_after, "pad", "pad_after")))
+    return np.pad(x, widths, constant_values=np.asarray(decode_float(value, "pad", "value")).astype(x.dtype))
+
+
+@template("pad", reference=_pad_reference, description="constant padding of x, per dimension before/after")
+def pad_template(cfg: Any, shape: Any, pad_before: Any, pad_after: Any, value: Any, dtype: str = "float32"):
+    x = te.placeholder(as_shape(shape, "pad", "shape"), dtype, name="x")
+    n = len(x.shape)
+    y = topi.pad(x, _ints(pad_before, "pad", "pad_before", n), _ints(pad_after, "pad", "pad_after", n),
+                 decode_float(value, "pad", "value"))
+    return _injective(y, cfg), [x, y]
+
+
+def _concat_reference(*arrays: np.ndarray, axis: int, **_: Any) -> np.ndarray:
+    return np.concatenate(arrays, axis=axis)
+
+
+def concat_input_shapes(shape: Any, axis: Any, sizes: Any) -> list[tuple[int, ...]]:
+    """The inputs' shapes of a concat task; errors name the parameter."""
+    out = as_shape(shape, "concat", "shape")
+    if not isinstance(axis, int) or not -len(out) <= axis < len(out):
+        raise ValueError(f"concat: parameter axis must be an int in [{-len(out)}, {len(out)}), got {axis!r}")
+    parts = _ints(sizes, "concat", "sizes")
+    if len(parts) < 2 or min(parts) < 1 or sum(parts) != out[axis]:
+        raise ValueError(f"concat: parameter sizes must be 2 or more positive extents summing to shape[{axis}] = "
+                         f"{out[axis]}, got {parts}")
+    ax = axis % len(out)
+    return [tuple(p if d == ax else n for d, n in enumerate(out)) for p in parts]
+
+
+@template("concat", reference=_concat_reference, description="join len(sizes) tensors along axis")
+def concat_template(cfg: Any, shape: Any, axis: int, sizes: Any, dtype: str = "float32"):
+    xs = [te.placeholder(sh, dtype, name=f"x{k}") for k, sh in enumerate(concat_input_shapes(shape, axis, sizes))]
+    y = topi.concat(xs, axis)
+    return _injective(y, cfg), [*xs, y]
+
+
+def _slice_reference(x: np.ndarray, begin: Any, end: Any, step: Any, **_: Any) -> np.ndarray:
+    return x[tuple(slice(b, e, s) for b, e, s in zip(_ints(begin, "slice", "begin"), _ints(end, "slice", "end"),
+                                                       _ints(step, "slice", "step")))].copy()
+
+
+@template("slice", reference=_slice_reference, description="x[begin:end:step] per dimension (Python rules)")
+def slice_template(cfg: Any, shape: Any, begin: Any, end: Any, step: Any, dtype: str = "float32"):
+    x = te.placeholder(as_shape(shape, "slice", "shape"), dtype, name="x")
+    n = len(x.shape)
+    y = topi.strided_slice(x, _ints(begin, "slice", "begin", n), _ints(end, "slice", "end", n),
+                           _ints(step, "slice", "step", n))
+    return _injective(y, cfg), [x, y]
+
+
+def _take_reference(weight: np.ndarray, indices: np.ndarray, **_: Any) -> np.ndarray:
+    return np.take(weight, indices, axis=0, mode="clip")
+
+
+@template("take", reference=_take_reference,
+          description="rows of weight picked by int32 indices (embedding lookup), out-of-range clipped")
+def take_template(cfg: Any, weight_shape: Any, indices_shape: Any, dtype: str = "float32"):
+    w = te.placeholder(as_shape(weight_shape, "take", "weight_shape"), dtype, name="weight")
+    idx = te.placeholder(as_shape(indices_shape, "take", "indices_shape"), "int32", name="indices")
+    y = topi.take(w, idx)
+    return _injective(y, cfg), [w, idx, y]

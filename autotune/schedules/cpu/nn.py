@@ -1,0 +1,310 @@
+"""Normalization, softmax family, attention and loss on the CPU: one template per op.
+
+The reduction + pointwise fusion: each template computes every row statistic (max, sum, mean,
+variance) and every row-sized intermediate at the output's row loop (`compute_at`), so a row is
+read from memory once and then from cache, and intermediates live in small local buffers. Row
+loops run in parallel; row reductions run as vector lanes (`lanes` partial accumulators, see
+`autotune.topi.nn`); pointwise row loops are vectorized with a width knob.
+
+Attention is one fused kernel per query tile: the scores of `tile_q` queries against all keys
+go to a local tile, the row max / exp / sum are computed on that tile, then the tile @ V, with
+memory O(tile_q x seq_k) per thread. Not an online softmax: see `attention_template`.
+
+Float parameters `eps` and `scale` are (mantissa, exponent) ints (`autotune.schedules.float_params`),
+e.g. eps=1e-5 is (1, -5), written `eps=1:-5` on the command line. Attention's scale (0, 0) means
+the default 1 / sqrt(head_dim).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ... import te
+from ...te.tensor import ComputeOp
+from ...topi import nn as topi_nn
+from ...topi.nn import KEY_PACK, ROW_ELEMWISE, ROW_PARTIAL, ROW_TAIL
+from ..float_params import decode_float
+from ..schedule import Schedule
+from ..task import template
+
+DEFAULT_SCALE = (0, 0)    # attention: scale = 1 / sqrt(head_dim)
+
+
+def _eps(p: Any, op: str) -> float:
+    eps = decode_float(p, op, "eps")
+    if not (eps >= 0 and math.isfinite(eps)):
+        raise ValueError(f"{op}: eps must be finite and >= 0, got {eps}")
+    return eps
+
+
+# -- the shared row schedule ---------------------------------------------------------------------
+def _row_knobs(cfg, N: int) -> None:
+    cfg.define_split("tile_j", N, 2, policy="candidate", candidate=[[-1, v] for v in (16, 32, 64, 8)])
+    cfg.define_knob("lanes", [32, 16, 64, 8, 1])
+    cfg.define_knob("parallel", [1, 0])
+
+
+def schedule_row_stages(s: Schedule, out: te.Tensor, row: Any, vec: int, at_root: tuple[str, ...] = ()) -> None:
+    """Compute every stage feeding `out` (but those tagged `at_root`) at `out`'s loop `row`.
+
+    Lane partials loop over blocks outside the lanes (a vector accumulator), tails and folds are
+    one vector op, row-sized pointwise stages are split by `vec` and vectorized.
+    """
+    for st in list(s.stages):
+        op = st.op
+        if st is s[out] or not isinstance(op, ComputeOp) or st.attach == "inline" or op.tag in at_root:
+            continue
+        st.compute_at(s[out], row)
+        if op.tag == ROW_PARTIAL:
+            lane, ko = op.axis[-1], op.reduce_axis[0]
+            st.reorder(ko, lane)
+            st.vectorize(lane)
+        elif op.tag == ROW_TAIL:
+            st.vectorize(op.axis[-1])
+        elif op.tag == ROW_ELEMWISE:
+            _, ji = st.split(op.axis[-1], vec)
+            st.vectorize(ji)
+
+
+def _rowwise(cfg, out: te.Tensor) -> Schedule:
+    """The schedule of a 2-d (rows x n) output: rows parallel, statistics at the row."""
+    s = te.create_schedule(out.op)
+    i, j = out.op.axis
+    vec = cfg["tile_j"].size[-1]
+    schedule_row_stages(s, out, i, vec)
+    _, ji = cfg["tile_j"].apply(s, out, j)
+    s[out].vectorize(ji)
+    if cfg["parallel"].val:
+        s[out].parallel(i)
+    return s
+
+
+def _check_rows(op: str, M: int, N: int) -> None:
+    if M < 1 or N < 1:
+        raise ValueError(f"{op}: M and N must be >= 1, got M={M}, N={N}")
+
+
+# -- softmax, log_softmax ------------------------------------------------------------------------
+# The references are numpy as a user writes it, in the inputs' dtype: the checks' oracle and the
+# baseline of the "x numpy" figures.
+def softmax_reference(x: np.ndarray, **_: Any) -> np.ndarray:
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def log_softmax_reference(x: np.ndarray, **_: Any) -> np.ndarray:
+    m = x.max(axis=-1, keepdims=True)
+    return x - m - np.log(np.exp(x - m).sum(axis=-1, keepdims=True))
+
+
+@template("softmax", reference=softmax_reference, description="softmax over the rows of X (M x N), fused")
+def softmax_template(cfg, M: int, N: int, dtype: str = "float32"):
+    """Row max, exp, row sum and scaling in one pass per row (stats at the row loop)."""
+    _check_rows("softmax", M, N)
+    _row_knobs(cfg, N)
+    cfg.define_knob("store_exp", [1, 0])
+    X = te.placeholder((M, N), dtype, name="X")
+    Y = topi_nn.softmax(X, lanes=cfg["lanes"].val, store_exp=bool(cfg["store_exp"].val))
+    return _rowwise(cfg, Y), [X, Y]
+
+
+@template("log_softmax", reference=log_softmax_reference, description="log_softmax over the rows of X (M x N), fused")
+def log_softmax_template(cfg, M: int, N: int, dtype: str = "float32"):
+    """x - max - log(sum(exp(x - max))) with the row statistics at the row loop."""
+    _check_rows("log_softmax", M, N)
+    _row_knobs(cfg, N)
+    X = te.placeholder((M, N), dtype, name="X")
+    Y = topi_nn.log_softmax(X, lanes=cfg["lanes"].val)
+    return _rowwise(cfg, Y), [X, Y]
+
+
+# -- layer_norm, rms_norm ------------------------------------------------------------------------
+def layer_norm_reference(x, gamma, beta, eps: Any = (1, -5), **_: Any) -> np.ndarray:
+    mean = x.mean(axis=-1, keepdims=True)
+    var = x.var(axis=-1, keepdims=True)
+    return ((x - mean) / np.sqrt(var + x.dtype.type(decode_float(eps, "layer_norm", "eps"))) * gamma + beta)
+
+
+def rms_norm_reference(x, gamma, eps: Any = (1, -6), **_: Any) -> np.ndarray:
+    ms = (x * x).mean(axis=-1, keepdims=True)
+    return x / np.sqrt(ms + x.dtype.type(decode_float(eps, "rms_norm", "eps"))) * gamma
+
+
+@template("layer_norm", reference=layer_norm_reference,
+          description="layer norm over the rows of X (M x N), gamma/beta (N,); eps=m:e (m * 10**e)")
+def layer_norm_template(cfg, M: int, N: int, eps: tuple = (1, -5), dtype: str = "float32"):
+    """Row mean, then row variance (two passes over the cached row), then the affine output."""
+    _check_rows("layer_norm", M, N)
+    e = _eps(eps, "layer_norm")
+    _row_knobs(cfg, N)
+    X = te.placeholder((M, N), dtype, name="X")
+    gamma = te.placeholder((N,), dtype, name="gamma")
+    beta = te.placeholder((N,), dtype, name="beta")
+    Y = topi_nn.layer_norm(X, gamma, beta, e, lanes=cfg["lanes"].val)
+    return _rowwise(cfg, Y), [X, gamma, beta, Y]
+
+
+@template("rms_norm", reference=rms_norm_reference,
+          description="RMS norm over the rows of X (M x N), gamma (N,); eps=m:e (m * 10**e)")
+def rms_norm_template(cfg, M: int, N: int, eps: tuple = (1, -6), dtype: str = "float32"):
+    """Row mean of squares, then x * rsqrt(ms + eps) * gamma."""
+    _check_rows("rms_norm", M, N)
+    e = _eps(eps, "rms_norm")
+    _row_knobs(cfg, N)
+    X = te.placeholder((M, N), dtype, name="X")
+    gamma = te.placeholder((N,), dtype, name="gamma")
+    Y = topi_nn.rms_norm(X, gamma, e, lanes=cfg["lanes"].val)
+    return _rowwise(cfg, Y), [X, gamma, Y]
+
+
+# -- batch_norm (inference) ----------------------------------------------------------------------
+def batch_norm_reference(x, mean, var, gamma, beta, eps: Any = (1, -5), **_: Any) -> np.ndarray:
+    shape = (1, -1, 1, 1)
+    with np.errstate(invalid="ignore"):
+        scale = gamma / np.sqrt(var + x.dtype.type(decode_float(eps, "batch_norm", "eps")))
+    return (x - mean.reshape(shape)) * scale.reshape(shape) + beta.reshape(shape)
+
+
+@template("batch_norm", reference=batch_norm_reference,
+          description="inference batch norm, NCHW X, per-channel mean/var/gamma/beta; eps=m:e (m * 10**e)")
+def batch_norm_template(cfg, N: int, C: int, H: int, W: int, eps: tuple = (1, -5), dtype: str = "float32"):
+    """Per channel plane: the channel's scale once, then one vectorized pass over the plane."""
+    if min(N, C, H, W) < 1:
+        raise ValueError(f"batch_norm: N, C, H, W must be >= 1, got {(N, C, H, W)}")
+    e = _eps(eps, "batch_norm")
+    # fuse_hw=1 (one loop over the plane) waits on two simplifier rules: the index of a fused
+    # h*w, (f // W) * W + f % W, is not folded back to f (scalar lane addresses), and a split
+    # tail's guard on it has a division (scalar loop); rows of w vectorize cleanly today
+    cfg.define_knob("fuse_hw", [0, 1])
+    cfg.define_knob("vec", [64, 32, 16, 128, 8])
+    cfg.define_knob("parallel", ["plane", "fused", "none"])
+    X = te.placeholder((N, C, H, W), dtype, name="X")
+    stats = [te.placeholder((C,), dtype, name=nm) for nm in ("mean", "var", "gamma", "beta")]
+    Y = topi_nn.batch_norm(X, *stats, e)
+    s = te.create_schedule(Y.op)
+    n, c, h, w = Y.op.axis
+    plane = s[Y].fuse(n, c)
+    inner = s[Y].fuse(h, w) if cfg["fuse_hw"].val else w
+    outer, vi = s[Y].split(inner, min(cfg["vec"].val, inner.extent))
+    s[Y].vectorize(vi)
+    at = plane
+    if cfg["parallel"].val == "fused":
+        at = s[Y].fuse(plane, h, outer) if not cfg["fuse_hw"].val else s[Y].fuse(plane, outer)
+        s[Y].parallel(at)
+    elif cfg["parallel"].val == "plane":
+        s[Y].parallel(plane)
+    scale = next(t for t in Y.op.input_tensors if t.name == "scale")
+    s[scale].compute_at(s[Y], at)
+    return s, [X, *stats, Y]
+
+
+# -- cross-entropy -------------------------------------------------------------------------------
+def cross_entropy_reference(logits, labels, **_: Any) -> np.ndarray:
+    m = logits.max(axis=1)
+    lse = m + np.log(np.exp(logits - m[:, None]).sum(axis=1))
+    lab = np.clip(labels, 0, logits.shape[1] - 1)      # the kernel clamps labels (memory safety)
+    return lse - logits[np.arange(len(lab)), lab]
+
+
+@template("cross_entropy", reference=cross_entropy_reference,
+          description="softmax cross-entropy per row: logits N x C, int32 labels (N,) -> loss (N,)")
+def cross_entropy_template(cfg, N: int, C: int, dtype: str = "float32"):
+    """Row max and sum of exp at the row loop; loss = max + log(sum) - logits[label]."""
+    if N < 1 or C < 1:
+        raise ValueError(f"cross_entropy: N and C must be >= 1, got N={N}, C={C}")
+    cfg.define_knob("lanes", [32, 16, 64, 8, 1])
+    cfg.define_knob("parallel", [1, 0])
+    logits = te.placeholder((N, C), dtype, name="logits")
+    labels = te.placeholder((N,), "int32", name="labels")
+    loss = topi_nn.cross_entropy(logits, labels, lanes=cfg["lanes"].val)
+    s = te.create_schedule(loss.op)
+    (i,) = loss.op.axis
+    schedule_row_stages(s, loss, i, 16)
+    if cfg["parallel"].val:
+        s[loss].parallel(i)
+    return s, [logits, labels, loss]
+
+
+# -- attention -----------------------------------------------------------------------------------
+def attention_scale(scale: Any, head_dim: int) -> float:
+    """The float scale of an attention task's (mantissa, exponent) parameter; (0, 0) = 1/sqrt(D)."""
+    if scale == DEFAULT_SCALE:
+        return 1.0 / math.sqrt(head_dim)
+    return decode_float(scale, "attention", "scale")
+
+
+def attention_reference(q, k, v, causal: int = 0, scale: Any = DEFAULT_SCALE, **_: Any) -> np.ndarray:
+    s = (q @ k.swapaxes(-1, -2)) * q.dtype.type(attention_scale(scale, q.shape[-1]))
+    if causal:
+        s = np.where(np.tril(np.ones(s.shape[-2:], bool)), s, q.dtype.type(-np.inf))
+    s = np.exp(s - s.max(axis=-1, keepdims=True))
+    return (s / s.sum(axis=-1, keepdims=True)) @ v
+
+
+@template("attention", reference=attention_reference,
+          description="fused attention, q/k/v (batch, heads, seq, head_dim); causal 0/1; scale=m:e, "
+                      "0:0 = 1/sqrt(head_dim)")
+def attention_template(cfg, batch: int, heads: int, seq_q: int, seq_k: int, head_dim: int, causal: int,
+                       scale: tuple = DEFAULT_SCALE, dtype: str = "float32"):
+    """Per query tile (tile_q rows, in parallel over batch x heads x tiles): scores against all
+    keys into a local tile (register-blocked rows x tile_k, K packed transposed), row max, exp
+    and sum on that tile, then tile @ V register-blocked rows x tile_d. No full score matrix.
+
+    Not an online softmax: te reducers are commutative single-value (sum/max/min), while the
+    online (flash) recurrence carries the pair (running max, running sum) plus the output row
+    and rescales them when the max grows; and a stage cannot keep state across its consumer's
+    key-block loop. A split-KV version (per-block max/sum/output, combined at the end) needs the
+    global max before the combine, i.e. all the scores of the row again. So the whole key range
+    of a query tile is kept: memory tile_q x seq_k per thread, instead of tile_q x key_block.
+    """
+    if min(batch, heads, seq_q, seq_k, head_dim) < 1 or causal not in (0, 1):
+        raise ValueError(f"attention: sizes must be >= 1 and causal 0 or 1, got batch={batch}, heads={heads}, "
+                         f"seq_q={seq_q}, seq_k={seq_k}, head_dim={head_dim}, causal={causal}")
+    sc = attention_scale(scale, head_dim)
+    cfg.define_split("tile_q", seq_q, 2, policy="candidate", candidate=[[-1, v] for v in (8, 16, 4, 32)])
+    cfg.define_knob("rows", [4, 2, 8, 1])
+    cfg.define_split("tile_k", seq_k, 2, policy="candidate", candidate=[[-1, v] for v in (64, 32, 48, 16)])
+    cfg.define_split("tile_d", head_dim, 2, policy="candidate", candidate=[[-1, v] for v in (64, 32, 16)])
+    cfg.define_knob("lanes", [32, 16, 64])
+    cfg.define_knob("vec", [16, 32, 64])
+    rows = cfg["rows"].val
+    cfg.raise_if(rows > cfg["tile_q"].size[-1], "register rows exceed the query tile")
+    shape_q, shape_kv = (batch, heads, seq_q, head_dim), (batch, heads, seq_k, head_dim)
+    q = te.placeholder(shape_q, dtype, name="q")
+    k = te.placeholder(shape_kv, dtype, name="k")
+    v = te.placeholder(shape_kv, dtype, name="v")
+    O = topi_nn.attention(q, k, v, scale=sc, causal=bool(causal), lanes=cfg["lanes"].val)
+    s = te.create_schedule(O.op)
+    b, h, i, d = O.op.axis
+    io, ii = cfg["tile_q"].apply(s, O, i)
+    tile = s[O].fuse(b, h, io)
+    s[O].parallel(tile)
+    _, di = s[O].split(d, 16)
+    s[O].vectorize(di)
+    schedule_row_stages(s, O, tile, cfg["vec"].val, at_root=(KEY_PACK,))
+    by_name = {st.op.name: st for st in s.stages}
+    _schedule_key_pack(by_name["KT"])
+    _schedule_register_tile(by_name["S"], rows, cfg["tile_k"].size[-1])
+    _schedule_register_tile(by_name["PV"], rows, cfg["tile_d"].size[-1])
+    return s, [q, k, v, O]
+
+
+def _schedule_key_pack(st) -> None:
+    b, h, d, j = st.op.axis
+    st.parallel(st.fuse(b, h, d))
+    _, ji = st.split(j, 16)
+    st.vectorize(ji)
+
+
+def _schedule_register_tile(st, rows: int, width: int) -> None:
+    """out[i, j-block] += a[i, r] * b[r, j-block] as rows x width accumulators over the reduce axis
+    (the scores S = q @ KT over the head dimension, and PV = P @ V over the keys)."""
+    _, _, i, j = st.op.axis
+    (r,) = st.op.reduce_axis
+    io, ii = st.split(i, rows)
+    jo, ji = st.split(j, width)
+    st.reorder(io, jo, r, ii, ji)
+    st.unroll(ii)
+    st.vectorize(ji)

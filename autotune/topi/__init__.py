@@ -1,0 +1,2 @@
+"""Compute definitions of the op library (te only), like TVM's topi."""
+from . import conv, elementwise, movement, nn, pooling, reduction  # noqa: F401

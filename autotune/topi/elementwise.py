@@ -1,0 +1,148 @@
+"""Elementwise ops as te computes: unary math, binary ops with numpy broadcasting, and where.
+
+Every op is one injective stage (tag "elemwise" or "broadcast") named after the op, so a chain
+of them is fused into one loop nest by `autotune.schedules.generic.schedule_injective`.
+Broadcasting follows numpy: shapes align at the right, a dimension of 1 stretches.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Sequence
+
+from .. import te
+from ..dtype import is_float
+from ..te.expr import Expr
+
+ELEMWISE = "elemwise"
+BROADCAST = "broadcast"
+
+
+def _float_only(op: str, x: te.Tensor) -> None:
+    if not is_float(x.dtype):
+        raise TypeError(f"{op}: argument x must be a float tensor, got {x.dtype}")
+
+
+def elementwise(x: te.Tensor, f: Callable[[Expr], Expr], name: str) -> te.Tensor:
+    """y[i...] = f(x[i...])."""
+    return te.compute(x.shape, lambda *i: f(x[i]), name=name, tag=ELEMWISE)
+
+
+def _zero(x: te.Tensor) -> Expr:
+    return te.const(0, x.dtype)
+
+
+def relu(x: te.Tensor) -> te.Tensor:
+    return elementwise(x, lambda v: te.maximum(v, _zero(x)), "relu")
+
+
+def gelu(x: te.Tensor, approximate: str = "none") -> te.Tensor:
+    """x * Phi(x): with erf ("none", PyTorch's default) or the tanh approximation ("tanh")."""
+    _float_only("gelu", x)
+    if approximate == "none":
+        return elementwise(x, lambda v: 0.5 * v * (1.0 + te.erf(v * (1.0 / math.sqrt(2.0)))), "gelu")
+    if approximate == "tanh":
+        c = math.sqrt(2.0 / math.pi)
+        return elementwise(x, lambda v: 0.5 * v * (1.0 + te.tanh(c * (v + 0.044715 * (v * v * v)))), "gelu_tanh")
+    raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+
+
+def silu(x: te.Tensor) -> te.Tensor:
+    _float_only("silu", x)
+    return elementwise(x, lambda v: v * te.sigmoid(v), "silu")
+
+
+def _unary_call(name: str, fn: Callable[[Expr], Expr]) -> Callable[[te.Tensor], te.Tensor]:
+    def op(x: te.Tensor) -> te.Tensor:
+        _float_only(name, x)
+        return elementwise(x, fn, name)
+
+    op.__name__ = name
+    op.__doc__ = f"y = {name}(x), elementwise (float tensors)."
+    return op
+
+
+sigmoid = _unary_call("sigmoid", te.sigmoid)
+tanh = _unary_call("tanh", te.tanh)
+exp = _unary_call("exp", te.exp)
+log = _unary_call("log", te.log)
+sqrt = _unary_call("sqrt", te.sqrt)
+rsqrt = _unary_call("rsqrt", te.rsqrt)
+reciprocal = _unary_call("reciprocal", lambda v: 1.0 / v)
+
+
+def neg(x: te.Tensor) -> te.Tensor:
+    return elementwise(x, lambda v: -v, "neg")
+
+
+def abs(x: te.Tensor) -> te.Tensor:  # noqa: A001  (numpy's name)
+    return elementwise(x, te.abs, "abs")
+
+
+# -- broadcasting --------------------------------------------------------------------------------
+def broadcast_shape(*shapes: Sequence[int], op: str = "broadcast") -> tuple[int, ...]:
+    """numpy's broadcast of `shapes`; a ValueError naming the op and the shapes otherwise."""
+    ndim = max(len(s) for s in shapes)
+    out = []
+    for d in range(ndim):
+        dims = {s[len(s) - ndim + d] for s in shapes if len(s) - ndim + d >= 0} - {1}
+        if len(dims) > 1:
+            raise ValueError(f"{op}: shapes {', '.join(str(tuple(s)) for s in shapes)} do not broadcast "
+                             f"(dimension {d} of the result)")
+        out.append(dims.pop() if dims else 1)
+    return tuple(out)
+
+
+def broadcast_load(t: te.Tensor, idx: Sequence[Any]) -> Expr:
+    """t read at output index `idx` (right-aligned; dimensions of extent 1 read index 0)."""
+    lead = len(idx) - t.ndim
+    return t[tuple(0 if n == 1 else idx[lead + d] for d, n in enumerate(t.shape))]
+
+
+Operand = Any  # te.Tensor, or a Python number (a constant of the other operand's dtype)
+
+
+def _value(x: Operand, idx: Sequence[Any], dtype: str) -> Expr:
+    return broadcast_load(x, idx) if isinstance(x, te.Tensor) else te.const(x, dtype)
+
+
+def broadcast(f: Callable[..., Expr], name: str, *xs: Operand) -> te.Tensor:
+    """out[i...] = f(x0[i...], x1[i...], ...) with numpy broadcasting of the tensor operands."""
+    tensors = [x for x in xs if isinstance(x, te.Tensor)]
+    if not tensors:
+        raise TypeError(f"{name}: at least one operand must be a tensor")
+    dtypes = {t.dtype for t in tensors if t.dtype != "bool"} or {"bool"}
+    if len(dtypes) > 1:
+        raise TypeError(f"{name}: operands have dtypes {sorted(dtypes)}; they must match")
+    dtype = dtypes.pop()
+    shape = broadcast_shape(*(t.shape for t in tensors), op=name)
+    return te.compute(shape, lambda *i: f(*(_value(x, i, dtype) for x in xs)), name=name, tag=BROADCAST)
+
+
+def _binary(name: str, fn: Callable[[Expr, Expr], Expr], float_only: bool = False) -> Callable[..., te.Tensor]:
+    def op(a: Operand, b: Operand) -> te.Tensor:
+        if float_only:
+            for arg, v in (("a", a), ("b", b)):
+                if isinstance(v, te.Tensor) and not is_float(v.dtype):
+                    raise TypeError(f"{name}: argument {arg} must be a float tensor, got {v.dtype}")
+        return broadcast(fn, name, a, b)
+
+    op.__name__ = name
+    op.__doc__ = f"out = {name}(a, b) with numpy broadcasting."
+    return op
+
+
+add = _binary("add", lambda a, b: a + b)
+sub = _binary("sub", lambda a, b: a - b)
+mul = _binary("mul", lambda a, b: a * b)
+div = _binary("div", lambda a, b: a / b, float_only=True)
+maximum = _binary("maximum", te.maximum)
+minimum = _binary("minimum", te.minimum)
+power = _binary("power", te.power, float_only=True)
+
+
+def where(cond: te.Tensor, a: Operand, b: Operand) -> te.Tensor:
+    """out = a where cond else b (cond a bool tensor), with numpy broadcasting of all three."""
+    if not isinstance(cond, te.Tensor) or cond.dtype != "bool":
+        got = getattr(cond, "dtype", type(cond).__name__)
+        raise TypeError(f"where: argument cond must be a bool tensor, got {got}")
+    return broadcast(lambda c, x, y: te.if_then_else(c, x, y), "where", cond, a, b)

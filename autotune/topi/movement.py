@@ -1,0 +1,139 @@
+"""Data movement as te computes: transpose/permute, pad, concat, strided slice, take/embedding.
+
+All are injective (tag "injective"): each output element reads at most one element of each
+input, so the generic injective schedule fuses them with their neighbours. Reads that may fall
+outside an input (padding, the other inputs of a concat) sit in if_then_else branches, which
+lowering predicates, so they are never performed.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from .. import te
+from ..te.expr import Expr
+
+INJECTIVE = "injective"
+
+
+def normalize_perm(ndim: int, axes: Any, op: str = "transpose") -> tuple[int, ...]:
+    """A permutation of range(ndim); None reverses the axes (numpy's default)."""
+    if axes is None:
+        return tuple(reversed(range(ndim)))
+    perm = tuple(a % ndim if isinstance(a, int) and -ndim <= a < ndim else -1 for a in axes)
+    if sorted(perm) != list(range(ndim)):
+        raise ValueError(f"{op}: axes {tuple(axes)} is not a permutation of the {ndim} axes")
+    return perm
+
+
+def transpose(x: te.Tensor, axes: Any = None) -> te.Tensor:
+    """out.shape[d] = x.shape[axes[d]] (numpy's transpose; `permute` in PyTorch)."""
+    perm = normalize_perm(x.ndim, axes)
+    inverse = [perm.index(d) for d in range(x.ndim)]
+    return te.compute(tuple(x.shape[p] for p in perm), lambda *i: x[tuple(i[inverse[d]] for d in range(x.ndim))],
+                      name="transpose", tag=INJECTIVE)
+
+
+permute = transpose
+
+
+def pad(x: te.Tensor, pad_before: Sequence[int], pad_after: Sequence[int] | None = None,
+        value: float = 0.0) -> te.Tensor:
+    """Constant padding: pad_before[d] values before and pad_after[d] after dimension d."""
+    before = tuple(pad_before)
+    after = before if pad_after is None else tuple(pad_after)
+    if len(before) != x.ndim or len(after) != x.ndim:
+        raise ValueError(f"pad: pad_before and pad_after need one entry per dimension ({x.ndim}), "
+                         f"got {before} and {after}")
+    if any(p < 0 for p in before + after):
+        raise ValueError(f"pad: padding must be >= 0, got pad_before={before}, pad_after={after}")
+    shape = tuple(n + b + a for n, b, a in zip(x.shape, before, after))
+
+    def body(*i: Any) -> Expr:
+        inside = [c for d, n in enumerate(x.shape) if before[d] or after[d]
+                  for c in (i[d] >= before[d], i[d] < before[d] + n)]
+        src = x[tuple(v - b if b else v for v, b in zip(i, before))]
+        return te.if_then_else(te.all(*inside), src, te.const(value, x.dtype)) if inside else src
+
+    return te.compute(shape, body, name="pad", tag=INJECTIVE)
+
+
+def concat(tensors: Sequence[te.Tensor], axis: int = 0) -> te.Tensor:
+    """The tensors joined along `axis`; every other dimension and the dtype must match."""
+    ts = list(tensors)
+    if len(ts) < 2:
+        raise ValueError(f"concat: needs at least 2 tensors, got {len(ts)}")
+    first = ts[0]
+    if not -first.ndim <= axis < first.ndim:
+        raise ValueError(f"concat: axis {axis} is out of range for {first.ndim}-d tensors")
+    axis %= first.ndim
+    for k, t in enumerate(ts[1:], 1):
+        if t.dtype != first.dtype:
+            raise TypeError(f"concat: tensor {k} has dtype {t.dtype}, tensor 0 has {first.dtype}")
+        if t.ndim != first.ndim or any(a != b for d, (a, b) in enumerate(zip(t.shape, first.shape)) if d != axis):
+            raise ValueError(f"concat: tensor {k} has shape {t.shape}, tensor 0 has {first.shape}; "
+                             f"only dimension {axis} may differ")
+    offsets = [0]
+    for t in ts:
+        offsets.append(offsets[-1] + t.shape[axis])
+    shape = tuple(offsets[-1] if d == axis else n for d, n in enumerate(first.shape))
+
+    def body(*i: Any) -> Expr:
+        def part(k: int) -> Expr:
+            return ts[k][tuple(v - offsets[k] if d == axis and offsets[k] else v for d, v in enumerate(i))]
+
+        out = part(len(ts) - 1)
+        for k in range(len(ts) - 2, -1, -1):      # the last part is the innermost else-branch
+            out = te.if_then_else(i[axis] < offsets[k + 1], part(k), out)
+        return out
+
+    return te.compute(shape, body, name="concat", tag=INJECTIVE)
+
+
+def slice_ranges(shape: Sequence[int], begin: Sequence[int], end: Sequence[int],
+                 step: Sequence[int] | None = None, op: str = "slice") -> list[tuple[int, int, int]]:
+    """(start, step, length) per dimension of x[begin:end:step] with Python's slice rules."""
+    step = (1,) * len(shape) if step is None else tuple(step)
+    if not len(begin) == len(end) == len(step) == len(shape):
+        raise ValueError(f"{op}: begin, end and step need one entry per dimension ({len(shape)}), "
+                         f"got {tuple(begin)}, {tuple(end)}, {step}")
+    out = []
+    for d, (n, b, e, s) in enumerate(zip(shape, begin, end, step)):
+        if s == 0:
+            raise ValueError(f"{op}: step of dimension {d} is 0")
+        start, stop, st = slice(b, e, s).indices(n)
+        length = len(range(start, stop, st))
+        if length == 0:
+            raise ValueError(f"{op}: dimension {d} of the slice [{b}:{e}:{s}] of extent {n} is empty")
+        out.append((start, st, length))
+    return out
+
+
+def strided_slice(x: te.Tensor, begin: Sequence[int], end: Sequence[int],
+                  step: Sequence[int] | None = None) -> te.Tensor:
+    """x[begin[0]:end[0]:step[0], ...] (negative indices and steps as in Python)."""
+    ranges = slice_ranges(x.shape, begin, end, step)
+    return te.compute(tuple(n for _, _, n in ranges),
+                      lambda *i: x[tuple(b + v * s if s != 1 else b + v for v, (b, s, _) in zip(i, ranges))],
+                      name="slice", tag=INJECTIVE)
+
+
+def take(weight: te.Tensor, indices: te.Tensor) -> te.Tensor:
+    """out[i..., j...] = weight[indices[i...], j...]: rows of `weight` (axis 0) picked by int32
+    `indices`. Out-of-range indices are clipped to [0, n - 1] (numpy's mode="clip"), so a bad
+    index never reads outside `weight`; `autotune.ops.take` rejects them before the call."""
+    if indices.dtype != "int32":
+        raise TypeError(f"take: indices must be int32, got {indices.dtype}")
+    n = weight.shape[0]
+    shape = tuple(indices.shape) + tuple(weight.shape[1:])
+    k = indices.ndim
+
+    def body(*i: Any) -> Expr:
+        row = te.minimum(te.maximum(indices[i[:k]], te.const(0, "int32")), te.const(n - 1, "int32"))
+        return weight[(row, *i[k:])]
+
+    return te.compute(shape, body, name="take", tag=INJECTIVE)
+
+
+def embedding(indices: te.Tensor, weight: te.Tensor) -> te.Tensor:
+    """PyTorch's F.embedding(indices, weight): take(weight, indices)."""
+    return take(weight, indices)

@@ -1,0 +1,51 @@
+"""Shared by the op tests: a private kernel cache and no tuning database (so ops run their
+template's default config), and `check_configs`, which runs a template's configs against numpy."""
+import math
+import random
+import warnings
+
+import numpy as np
+import pytest
+
+import autotune
+from autotune import runtime
+from autotune.measure.runner import compare, tolerance
+
+
+@pytest.fixture(autouse=True)
+def env(tmp_path, monkeypatch):
+    monkeypatch.setenv("AUTOTUNE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("AUTOTUNE_DB", str(tmp_path / "absent.db"))
+    runtime.clear_caches()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="autotune: no tuned record")
+        yield tmp_path
+
+
+def _check_configs(op, n_random=2, seed=0, exact=False, **params):
+    """The default config and `n_random` random ones of op's template give numpy's answer
+    (`exact`: bit for bit, for ops that compute nothing); a loop that fails to vectorize fails."""
+    task = autotune.create_task(op, **params)
+    inputs = task.make_inputs(np.random.default_rng(seed))
+    want = task.reference(inputs)
+    space = len(task.config_space)
+    picks = [0] + random.Random(seed).sample(range(1, space), min(n_random, space - 1))
+    reduction = max(1, math.prod(task.arg_specs[0][0]) // max(1, math.prod(task.arg_specs[-1][0])))
+    for index in picks:
+        s, args = task.instantiate(index)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")                 # a loop that fails to vectorize warns
+            f = autotune.build(s, args)
+        outs = [np.full(shape, np.nan, dtype) if np.dtype(dtype).kind == "f" else np.full(shape, -7, dtype)
+                for shape, dtype in task.arg_specs[task.num_inputs:]]
+        f(*inputs, *outs)
+        for got, ref in zip(outs, want):
+            rtol, atol = (0.0, 0.0) if exact else tolerance(str(got.dtype), reduction, {})
+            wrong = compare("out", got, np.asarray(ref), rtol, atol)
+            assert wrong is None, f"{op} config {task.config(index)}: {wrong}"
+    return task
+
+
+@pytest.fixture
+def check_configs():
+    return _check_configs
