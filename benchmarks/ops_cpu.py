@@ -22,6 +22,7 @@ import platform
 import sys
 import tempfile
 import time
+from collections import Counter
 from typing import Any, Callable
 
 import numpy as np
@@ -58,7 +59,9 @@ def tuned(op: str, params: dict[str, Any], args: argparse.Namespace) -> Any:
     t0 = time.perf_counter()
     res = autotune.tune(task, trials=args.trials, tuner="xgb", db=args.db, seed=0)
     if res.best_config is None:
-        raise Skip(f"skipped: op {op}: no valid config in {args.trials} trials")
+        kinds = Counter(r.error_kind.value for _, r in res.history)
+        first = next((r.error_msg for _, r in res.history if r.error_msg), "")
+        raise Skip(f"skipped: op {op}: no valid config in {res.trials} trials ({dict(kinds)}; first: {first[:300]})")
     kernel = autotune.load(op, db=args.db, **params)
     print(f"  [{op}: {args.trials} trials in {time.perf_counter() - t0:.0f} s, provenance {kernel.provenance}]")
     return kernel

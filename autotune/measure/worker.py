@@ -103,7 +103,8 @@ class WorkerHandle:
         code = "from autotune.measure.worker import serve; serve()"
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-c", code, str(child_r), str(child_w), str(os.getpid()), main_file],
+                [sys.executable, "-c", code, str(child_r), str(child_w), str(os.getpid()), main_file,
+                 json.dumps(sys.path)],
                 pass_fds=(child_r, child_w), stdin=subprocess.DEVNULL,
                 stdout=2)             # our stderr: a worker's prints never mix into the parent's output
         except BaseException:
@@ -210,6 +211,8 @@ def serve(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     rfd, wfd, parent = int(args[0]), int(args[1]), int(args[2])
     set_main_file(args[3] if len(args) > 3 else "")
+    if len(args) > 4:                 # the parent's import path, as multiprocessing's spawn gives it:
+        sys.path[:] = json.loads(args[4])   # modules beside the user's script import here too
     signal.signal(signal.SIGINT, signal.SIG_IGN)     # Ctrl-C is the parent's to handle
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
     handlers = _handlers()

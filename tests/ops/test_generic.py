@@ -245,3 +245,42 @@ def test_tune_measures_a_te_task_in_worker_processes(tmp_path, monkeypatch):
         np.testing.assert_allclose(kernel(xa, wa, ba), np.maximum(xa * wa + ba, 0), rtol=1e-6, atol=1e-6)
     finally:
         sys.modules.pop("fused_chain_e2e", None)
+
+
+SCRIPT = '''
+"""A user's script: the te computation at module level, helpers from a module beside it."""
+import sys
+
+import autotune
+from autotune.measure import MeasureOptions
+from sibling_shapes import COLS, ROWS          # a module next to the script, not installed
+
+import autotune.te as te
+
+x = te.placeholder((ROWS, COLS), name="x")
+y = te.compute(x.shape, lambda i, j: te.exp(x[i, j]) * 2.0, name="y")
+TASK = autotune.create_task_from_te(y, [x], name="test.script_chain")
+
+if __name__ == "__main__":
+    options = MeasureOptions(repeat=2, min_repeat_ms=1, build_workers=1)
+    result = autotune.tune(TASK, trials=4, tuner="random", db=sys.argv[1], seed=0, measure_option=options)
+    kinds = sorted({r.error_kind.value for _, r in result.history if not r.ok})
+    print("ok" if result.best_config is not None and not kinds else f"errors {kinds}")
+'''
+
+
+def test_a_script_run_as_main_tunes_with_modules_beside_it(tmp_path):
+    """Workers re-run the user's script as __mp_main__ with the parent's import path, so a
+    module beside the script imports there as it does in the parent."""
+    import subprocess
+
+    project = tmp_path / "project"            # not the working directory, which workers import from anyway
+    project.mkdir()
+    (project / "sibling_shapes.py").write_text("ROWS, COLS = 9, 37\n")
+    script = project / "tune_mine.py"
+    script.write_text(textwrap.dedent(SCRIPT))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "t.db")], cwd=str(tmp_path), env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "ok", done.stdout + done.stderr[-2000:]
