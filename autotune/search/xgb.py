@@ -89,15 +89,18 @@ class XGBTuner(Tuner):
         return self.take([pool[i] for i in np.argsort(-scores, kind="stable")], n)
 
     def next_batch(self, n: int) -> list[int]:
+        # the template's default config (index 0, what an untuned load runs) is measured first,
+        # so tuning never ends with a kernel slower than the default
+        default = self.take([0], 1) if not self._fitted else []
         explore = int(round(n * self.epsilon)) if self._fitted else 0
-        exploit = n - explore
+        exploit = n - explore - len(default)
         if self._fitted:
             best_seen = [i for i, _ in sorted(self.rows, key=lambda r: -r[1])[:16]]
             pool = anneal(self.space, lambda pts: self.knob_model.predict(self.knob_features(pts)),
                           keep=self.pool_factor * exploit, rng=self.rng, exclude=self.visited, starts=best_seen)
         else:
             pool = self._sample(self.pool_factor * n)
-        out = self._rank_by_ir(pool, exploit)
+        out = default + self._rank_by_ir(pool, exploit)
         return out + self.random_unvisited(n - len(out))
 
     def _sample(self, k: int) -> list[int]:

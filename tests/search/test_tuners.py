@@ -55,6 +55,13 @@ def test_tuners_propose_new_legal_configs_only(task, name, tmp_path):
     assert res.best_config is not None and res.best_seconds > 0 and res.best_gflops > 0
 
 
+def test_xgb_measures_the_default_config_first(task, tmp_path):
+    """So a tuned kernel is never slower than what an untuned load runs (the default, index 0)."""
+    fm = FakeMeasurer()
+    tune(task, trials=8, tuner="xgb", db=str(tmp_path / "t.db"), seed=5, measurer=fm, batch_size=8)
+    assert fm.measured[0] == 0
+
+
 @pytest.mark.parametrize("name", ["random", "ga", "xgb"])
 def test_same_seed_same_search(task, name, tmp_path):
     runs = []
