@@ -58,7 +58,12 @@ def test_export_import_into_fresh_db(tuned_db, tmp_path):
 
 def test_ops_lists_the_templates():
     rows = json.loads(cli("ops", "--json").stdout)
-    assert {"matmul", "dense", "batch_matmul", "conv2d"} <= {r["op"] for r in rows}
+    library = {"matmul", "dense", "batch_matmul", "conv2d", "relu", "gelu", "silu", "add", "power", "where", "sum",
+               "mean", "argmax", "var", "softmax", "log_softmax", "layer_norm", "rms_norm", "batch_norm",
+               "cross_entropy", "attention", "max_pool2d", "avg_pool2d", "global_avg_pool", "transpose", "pad",
+               "concat", "slice", "take", "conv1d", "conv2d_nhwc", "conv2d_grouped", "conv2d_bias_relu",
+               "conv2d_bn", "dense_gelu"}
+    assert library <= {r["op"] for r in rows}
     assert all(not r["op"].startswith("testing.") for r in rows)
 
 
@@ -121,3 +126,31 @@ def test_ctrl_c_stops_after_the_batch_and_keeps_everything(tmp_path):
     kept = reader.records()
     assert 16 <= len(kept) < 400 and len(kept) % 16 == 0
     assert reader.runs()[0].status == "interrupted" and reader.runs()[0].trials_done == len(kept)
+
+
+def test_op_library_ops_tune_from_the_cli_and_load_as_tuned(tmp_path):
+    """Ops with tuple parameters (shape=5:37) and defaulted ones (layer_norm's eps) go through
+    `autotune tune` into the database and come back through autotune.ops as tuned kernels."""
+    import warnings
+
+    import numpy as np
+
+    import autotune
+    from autotune import runtime
+
+    db = str(tmp_path / "ops.db")
+    cli("tune", "layer_norm", "--shape", "M=33,N=77", "--trials", "4", "--tuner", "random", "--db", db)
+    cli("tune", "sum", "--shape", "shape=5:37,axes=1,keepdims=0", "--trials", "4", "--tuner", "random", "--db", db)
+    keys = {r["key"] for r in json.loads(cli("db", "workloads", "--db", db, "--json").stdout)}
+    assert keys == {"layer_norm(M=33,N=77,eps=1:-5)float32", "sum(shape=5:37,axes=1,keepdims=0)float32"}
+    runtime.clear_caches()
+    x = np.random.default_rng(0).standard_normal((33, 77)).astype(np.float32)
+    g, b = np.ones(77, np.float32), np.zeros(77, np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")        # a fallback to the default config would warn
+        assert autotune.load("layer_norm", db=db, M=33, N=77).provenance == "tuned"
+        y = autotune.ops.layer_norm(x, g, b, db=db)
+        s = autotune.ops.sum(x[:5, :37].copy(), axis=1, db=db)
+    want = (x - x.mean(1, keepdims=True)) / np.sqrt(x.var(1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(s, x[:5, :37].sum(1), rtol=1e-4, atol=1e-4)
