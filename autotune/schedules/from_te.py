@@ -13,7 +13,7 @@ from ..te.tensor import ComputeOp, PlaceholderOp, Tensor
 from .generic import schedule_auto
 from .schedule import Schedule
 from .space import ConfigSpace
-from .task import Task
+from .task import TEMPLATES, Task, _load_templates, create_task, template
 
 
 def fingerprint(outs: Sequence[Tensor], ins: Sequence[Tensor]) -> int:
@@ -26,7 +26,7 @@ def fingerprint(outs: Sequence[Tensor], ins: Sequence[Tensor]) -> int:
     return zlib.crc32("\n".join(lines).encode())
 
 
-def _checkop_graph(outs: list[Tensor], ins: list[Tensor], name: str) -> None:
+def _check_graph(outs: list[Tensor], ins: list[Tensor], name: str) -> None:
     where = f"create_task_from_te({name!r})"
     if not isinstance(name, str) or not name:
         raise ValueError(f"create_task_from_te: name must be a non-empty string, got {name!r}")
@@ -70,12 +70,10 @@ def create_task_from_te(outputs: Tensor | Sequence[Tensor], inputs: Sequence[Ten
     `create_task_from_te` at module level of an importable module (in a script run as
     `__main__`, outside the `if __name__ == "__main__":` block that tunes).
     """
-    from .task import TEMPLATES, _load_templates, create_task, template
-
     _load_templates()                 # the built-in ops, so a clash with their names is seen
     outs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
     ins = list(inputs)
-    _checkop_graph(outs, ins, name)
+    _check_graph(outs, ins, name)
     kind = str(target).split()[0] if target else ""
     module, top_level = _caller_module(1)
     if not top_level:
