@@ -53,11 +53,12 @@ def main() -> None:
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def ops(as_json: bool) -> None:
-    """The tunable ops with their shape parameters."""
-    from .schedules.task import TEMPLATES, _load_templates
+    """The tunable ops with their shape parameters (NAME=VALUE: may be left out, VALUE is the default)."""
+    from .schedules.task import TEMPLATES, _load_templates, param_text
 
     _load_templates()
-    rows = [{"op": t.name, "target": t.target, "params": list(t.shape_params), "description": t.description}
+    rows = [{"op": t.name, "target": t.target, "params": list(t.shape_params),
+             "defaults": {k: param_text(v) for k, v in t.defaults.items()}, "description": t.description}
             for (name, _), t in sorted(TEMPLATES.items()) if not name.startswith("testing.")]
     if as_json:
         return emit_json(rows)
@@ -66,7 +67,8 @@ def ops(as_json: bool) -> None:
 
     table = Table("op", "target", "shape parameters", "description")
     for r in rows:
-        table.add_row(r["op"], r["target"], ",".join(r["params"]), r["description"])
+        params = [f"{p}={r['defaults'][p]}" if p in r["defaults"] else p for p in r["params"]]
+        table.add_row(r["op"], r["target"], ",".join(params), r["description"])
     Console().print(table)
 
 

@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from .cli import CLIError, emit_json, parse_shape
+from .dtype import dtype_info
 
 _DB_OPTION = click.option("--db", default=None, help="Tuning database (path or URL); default $AUTOTUNE_DB or ./tuning.db")
 _JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
@@ -30,14 +31,18 @@ def _print(table: Any) -> None:
     Console(width=200).print(table)
 
 
-def _rate(summary: Any, task: Any | None) -> str:
-    """GFLOP/s for compute-bound ops, GB/s for ops without float arithmetic."""
+MEMORY_BOUND_FLOP_PER_BYTE = 2.0    # below this many flops per byte of arguments, report GB/s
+
+
+def _rate(summary: Any, task: Any | None) -> tuple[float, str] | None:
+    """(rate, unit) of the best time: GFLOP/s for compute-bound ops, GB/s of the arguments read
+    and written for memory-bound ones (elementwise, movement, normalization)."""
     if summary.best_cost is None or task is None:
-        return "-"
-    if task.flop > 0:
-        return f"{task.flop / summary.best_cost / 1e9:.1f} GFLOP/s"
-    nbytes = sum(math.prod(shape) * 4 for shape, _ in task.arg_specs)
-    return f"{nbytes / summary.best_cost / 1e9:.1f} GB/s"
+        return None
+    nbytes = sum(math.prod(shape) * dtype_info(dtype).bytes for shape, dtype in task.arg_specs)
+    if task.flop >= MEMORY_BOUND_FLOP_PER_BYTE * nbytes:
+        return task.flop / summary.best_cost / 1e9, "GFLOP/s"
+    return nbytes / summary.best_cost / 1e9, "GB/s"
 
 
 def _task_of(w: Any) -> Any:
@@ -61,16 +66,18 @@ def db() -> None:
 def workloads(op: str | None, db: str | None, as_json: bool) -> None:
     """One row per tuned workload and target."""
     rows = _open(db).workloads(op=op)
+    rates = [_rate(r, _task_of(r)) for r in rows]
     if as_json:
-        return emit_json([r.__dict__ for r in rows])
+        return emit_json([{**r.__dict__, "best_rate": rate[0] if rate else None, "rate_unit": rate[1] if rate else None}
+                          for r, rate in zip(rows, rates)])
     table = _table("workload", "target", "trials", "errors", "best ms", "best", "when")
     import datetime as dt
 
-    for r in rows:
+    for r, rate in zip(rows, rates):
         when = dt.datetime.fromtimestamp(r.last_timestamp).strftime("%Y-%m-%d %H:%M") if r.last_timestamp else "-"
         best = "-" if r.best_cost is None else f"{r.best_cost * 1e3:.3f}"
         table.add_row(r.key, r.target_key.split(" -features")[0], str(r.trials), str(r.errors), best,
-                      _rate(r, _task_of(r)), when)
+                      f"{rate[0]:.1f} {rate[1]}" if rate else "-", when)
     _print(table)
 
 

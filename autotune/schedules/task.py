@@ -86,9 +86,14 @@ def count_flop(outputs: list[Tensor]) -> float:
     return total
 
 
+def param_text(value: Any) -> str:
+    """A parameter as written in keys and on the command line: 5, or 5:37 for a tuple."""
+    return ":".join(map(str, value)) if isinstance(value, tuple) else str(value)
+
+
 def workload_key(op: str, params: dict[str, Any], dtype: str) -> str:
     """Canonical name of a workload: op, parameters in the template's order, dtype."""
-    inner = ",".join(f"{k}={':'.join(map(str, v)) if isinstance(v, tuple) else v}" for k, v in params.items())
+    inner = ",".join(f"{k}={param_text(v)}" for k, v in params.items())
     return f"{op}({inner}){dtype}"
 
 
@@ -172,19 +177,23 @@ class Task:
         return f"Task({self.workload_key}, target={self.target!r}, space={len(self.config_space)})"
 
 
-def _load_templates() -> None:
-    from . import cpu  # noqa: F401  (registers the CPU templates)
+def _load_templates(op: str | None = None) -> None:
+    """Register the built-in template of `op`, or all of them (op None)."""
+    from . import cpu
+
+    cpu.load(op)
 
 
 def create_task(op: str, target: str = "llvm", dtype: str = "float32", **params: Any) -> Task:
     """A task for op `op` at the given shape parameters (those the template gives a default may be
     left out: the task, and so its workload key, holds every one); errors name the bad parameter."""
-    _load_templates()
+    _load_templates(op)
     kind = str(target).split()[0] if target else ""
     if kind not in TARGETS:
         raise ValueError(f"unknown target {target!r}; expected one of {TARGETS}")
     tmpl = TEMPLATES.get((op, kind))
     if tmpl is None:
+        _load_templates()           # the error lists every op
         known = sorted(n for n, t in TEMPLATES if t == kind and not n.startswith("testing."))
         raise ValueError(f"unknown op {op!r} for target {kind}; tunable ops: {', '.join(known)}")
     dtype_info(dtype)

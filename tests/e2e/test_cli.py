@@ -29,6 +29,8 @@ def tuned_db(tmp_path_factory):
 def test_tune_then_inspect(tuned_db):
     rows = json.loads(cli("db", "workloads", "--db", tuned_db, "--json").stdout)
     assert rows[0]["key"] == "matmul(M=48,N=40,K=24)float32" and rows[0]["trials"] == 12
+    assert rows[0]["rate_unit"] == "GFLOP/s" and rows[0]["best_rate"] > 0
+    assert "GFLOP/s" in cli("db", "workloads", "--db", tuned_db).stdout
     best = json.loads(cli("db", "best", "matmul", "--shape", "M=48,N=40,K=24", "--db", tuned_db, "--json").stdout)
     assert best["config"]["knobs"] and "for " in best["ir"]
     text = cli("db", "show", rows[0]["key"], "--db", tuned_db, "--source", "asm").stdout
@@ -64,6 +66,7 @@ def test_ops_lists_the_templates():
                "concat", "slice", "take", "conv1d", "conv2d_nhwc", "conv2d_grouped", "conv2d_bias_relu",
                "conv2d_bn", "dense_gelu"}
     assert library <= {r["op"] for r in rows}
+    assert next(r for r in rows if r["op"] == "layer_norm")["defaults"] == {"eps": "1:-5"}
     assert all(not r["op"].startswith("testing.") for r in rows)
 
 
@@ -141,8 +144,10 @@ def test_op_library_ops_tune_from_the_cli_and_load_as_tuned(tmp_path):
     db = str(tmp_path / "ops.db")
     cli("tune", "layer_norm", "--shape", "M=33,N=77", "--trials", "4", "--tuner", "random", "--db", db)
     cli("tune", "sum", "--shape", "shape=5:37,axes=1,keepdims=0", "--trials", "4", "--tuner", "random", "--db", db)
-    keys = {r["key"] for r in json.loads(cli("db", "workloads", "--db", db, "--json").stdout)}
-    assert keys == {"layer_norm(M=33,N=77,eps=1:-5)float32", "sum(shape=5:37,axes=1,keepdims=0)float32"}
+    rows = json.loads(cli("db", "workloads", "--db", db, "--json").stdout)
+    assert {r["key"] for r in rows} == {"layer_norm(M=33,N=77,eps=1:-5)float32",
+                                        "sum(shape=5:37,axes=1,keepdims=0)float32"}
+    assert {r["rate_unit"] for r in rows} == {"GB/s"} and all(r["best_rate"] > 0 for r in rows)   # memory-bound
     runtime.clear_caches()
     x = np.random.default_rng(0).standard_normal((33, 77)).astype(np.float32)
     g, b = np.ones(77, np.float32), np.zeros(77, np.float32)

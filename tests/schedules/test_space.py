@@ -62,6 +62,26 @@ def test_task_identity_and_flop():
     assert autotune.create_task("dense", M=4, N=5, K=6).flop == 2 * 4 * 5 * 6 + 2 * 4 * 5
 
 
+def test_the_op_index_names_every_built_in_template_and_its_module():
+    from autotune.schedules import cpu
+    from autotune.schedules.task import TEMPLATES, _load_templates
+
+    _load_templates()
+    built_in = {n: t.func.__module__ for (n, kind), t in TEMPLATES.items()
+                if kind == "llvm" and t.func.__module__.startswith(cpu.__name__ + ".")}
+    assert built_in == {op: f"{cpu.__name__}.{m}" for op, m in cpu.MODULE_OF_OP.items()}
+
+
+def test_a_task_imports_only_its_op_module():
+    import subprocess
+    import sys
+
+    code = ("import sys, autotune; autotune.create_task('matmul', M=4, N=4, K=4); "
+            "print(sorted(m for m in sys.modules if m.startswith('autotune.schedules.cpu.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['autotune.schedules.cpu.matmul']"
+
+
 def test_parameters_with_a_template_default_may_be_left_out():
     short = autotune.create_task("layer_norm", M=7, N=9)
     full = autotune.create_task("layer_norm", M=7, N=9, eps=(1, -5))

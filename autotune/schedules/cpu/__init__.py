@@ -1,5 +1,30 @@
-"""CPU templates, one module per op family; importing this package registers them."""
-from . import batch_matmul, conv2d, matmul  # noqa: F401
-from . import nn  # noqa: F401  (normalization, softmax family, attention, loss)
-from . import conv  # noqa: F401  (conv1d, conv2d_nhwc, conv2d_bias_relu, conv2d_bn, dense_gelu)
-from . import elementwise, movement, pooling, reduction  # noqa: F401  (generic-schedule ops)
+"""CPU templates, one module per op family; importing a module registers its templates.
+
+`load(op)` imports only the module of `op` (a program that loads one tuned kernel pays for one
+template module, not the whole op library); `load()` imports them all. MODULE_OF_OP must name
+every op a module registers: tests/schedules/test_space.py checks it against the registry.
+"""
+from __future__ import annotations
+
+import importlib
+
+_OPS_OF_MODULE: dict[str, tuple[str, ...]] = {
+    "matmul": ("matmul", "dense"),
+    "batch_matmul": ("batch_matmul",),
+    "conv2d": ("conv2d", "conv2d_grouped"),
+    "conv": ("conv1d", "conv2d_bias_relu", "conv2d_bn", "conv2d_nhwc", "dense_gelu"),
+    "nn": ("attention", "batch_norm", "cross_entropy", "layer_norm", "log_softmax", "rms_norm", "softmax"),
+    "elementwise": ("abs", "add", "div", "exp", "gelu", "gelu_tanh", "log", "maximum", "minimum", "mul", "neg",
+                    "power", "reciprocal", "relu", "rsqrt", "sigmoid", "silu", "sqrt", "sub", "tanh", "where"),
+    "reduction": ("argmax", "max", "mean", "min", "sum", "var"),
+    "pooling": ("avg_pool2d", "global_avg_pool", "max_pool2d"),
+    "movement": ("concat", "pad", "slice", "take", "transpose"),
+}
+MODULE_OF_OP: dict[str, str] = {op: module for module, ops in _OPS_OF_MODULE.items() for op in ops}
+
+
+def load(op: str | None = None) -> None:
+    """Register the template of `op` (every CPU template when op is None or not a built-in)."""
+    module = MODULE_OF_OP.get(op) if op is not None else None
+    for name in [module] if module else _OPS_OF_MODULE:
+        importlib.import_module(f"{__name__}.{name}")
