@@ -8,8 +8,8 @@ import warnings
 import zlib
 from typing import Any, Callable, Sequence
 
-from ..te.evaluate import evaluate_te, op_graph
-from ..te.tensor import ComputeOp, PlaceholderOp, Tensor
+from ..te.evaluate import evaluate_te
+from ..te.tensor import ComputeOp, PlaceholderOp, Tensor, post_order
 from .generic import schedule_auto
 from .schedule import Schedule
 from .space import ConfigSpace
@@ -20,7 +20,7 @@ def fingerprint(outs: Sequence[Tensor], ins: Sequence[Tensor]) -> int:
     """A CRC32 of the computation's text (ops, shapes, dtypes, bodies, argument order): a task's
     workload key changes whenever the computation does, so tuning records never go stale."""
     lines = [f"in {t.name} {t.shape} {t.dtype}" for t in ins] + [f"out {t.name}" for t in outs]
-    for op in op_graph(outs):
+    for op in post_order(t.op for t in outs):
         if isinstance(op, ComputeOp):
             lines.append(f"{op.name} {op.shape} {op.dtype} ({', '.join(iv.name for iv in op.axis)}) = {op.body}")
     return zlib.crc32("\n".join(lines).encode())
@@ -36,7 +36,7 @@ def _check_graph(outs: list[Tensor], ins: list[Tensor], name: str) -> None:
     for k, t in enumerate(ins):
         if not isinstance(t, Tensor) or not isinstance(t.op, PlaceholderOp):
             raise TypeError(f"{where}: inputs[{k}] must be a te.placeholder tensor, got {t!r}")
-    needed = [op for op in op_graph(outs) if isinstance(op, PlaceholderOp)]
+    needed = [op for op in post_order(t.op for t in outs) if isinstance(op, PlaceholderOp)]
     given = {id(t.op) for t in ins}
     missing = [op.name for op in needed if id(op) not in given]
     if missing:

@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 from ..errors import ScheduleError, check
 from ..te.expr import IterVar, Var
-from ..te.tensor import ComputeOp, Operation, PlaceholderOp, Tensor
+from ..te.tensor import ComputeOp, Operation, PlaceholderOp, Tensor, post_order
 
 
 @dataclass(frozen=True, eq=False)
@@ -230,18 +230,8 @@ class Schedule:
         self.outputs = list(outputs)
         self.stages: list[Stage] = []
         self._stage_of: dict[int, Stage] = {}
-        seen: set[int] = set()
-
-        def visit(op: Operation) -> None:
-            if id(op) in seen:
-                return
-            seen.add(id(op))
-            for t in op.input_tensors:
-                visit(t.op)
+        for op in post_order(self.outputs):
             self.add_stage(Stage(op, self))
-
-        for op in self.outputs:
-            visit(op)
         for op in self.outputs:
             self[op].is_output = True
 

@@ -9,25 +9,7 @@ import numpy as np
 
 from ..dtype import dtype_info
 from .expr import And, Binary, BinOp, Call, Cast, CmpOp, Compare, Const, Not, Or, Reduce, Select, TensorLoad, Var
-from .tensor import ComputeOp, Tensor
-
-
-def op_graph(outs: Sequence[Tensor]) -> list[Any]:
-    """Operations reachable from `outs`, producers first."""
-    order: list[Any] = []
-    seen: set[int] = set()
-
-    def visit(op: Any) -> None:
-        if id(op) in seen:
-            return
-        seen.add(id(op))
-        for t in op.input_tensors:
-            visit(t.op)
-        order.append(op)
-
-    for t in outs:
-        visit(t.op)
-    return order
+from .tensor import ComputeOp, Tensor, post_order
 
 
 _NP_BINARY = {BinOp.ADD: np.add, BinOp.SUB: np.subtract, BinOp.MUL: np.multiply, BinOp.DIV: np.true_divide,
@@ -49,7 +31,7 @@ def evaluate_te(outs: Sequence[Tensor], ins: Sequence[Tensor], arrays: Sequence[
     every stage is evaluated whole, in float64 where numpy promotes, then cast to its dtype)."""
     values: dict[int, np.ndarray] = {id(t.op): np.asarray(a) for t, a in zip(ins, arrays)}
     with np.errstate(all="ignore"):
-        for op in op_graph(outs):
+        for op in post_order(t.op for t in outs):
             if isinstance(op, ComputeOp):
                 values[id(op)] = _eval_op(op, values)
     return [values[id(t.op)] for t in outs]

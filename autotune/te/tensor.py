@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable
 
 from .expr import Expr, IterVar, Reduce, TensorLoad, as_expr
 from .traversal import walk
@@ -116,3 +116,21 @@ class Tensor:
 
     def __bool__(self) -> bool:
         return True
+
+
+def post_order(ops: Iterable[Operation]) -> list[Operation]:
+    """The operations reachable from `ops`, each once, producers before their consumers."""
+    order: list[Operation] = []
+    seen: set[int] = set()
+
+    def visit(op: Operation) -> None:
+        if id(op) in seen:
+            return
+        seen.add(id(op))
+        for t in op.input_tensors:
+            visit(t.op)
+        order.append(op)
+
+    for op in ops:
+        visit(op)
+    return order
