@@ -7,6 +7,8 @@ import numpy as np
 
 from ..dtype import dtype_info
 
+FLOAT_DTYPES = ("float32", "float64")
+
 
 def arrays(op: str, names: tuple[str, ...], values: tuple[Any, ...], ndims: tuple[int | None, ...]) -> str:
     """Check that each value is a numpy array of the given ndim (None: any) and all share a dtype
@@ -25,6 +27,13 @@ def arrays(op: str, names: tuple[str, ...], values: tuple[Any, ...], ndims: tupl
         dtype_info(dtype)
     except TypeError:
         raise TypeError(f"{op}: argument {names[0]} has dtype {dtype}, which kernels do not support") from None
+    return dtype
+
+
+def float_dtype(op: str, dtype: str, names: str = "x") -> str:
+    """`dtype` when it is one float math runs on; else a TypeError naming the op and the argument(s)."""
+    if dtype not in FLOAT_DTYPES:
+        raise TypeError(f"{op}: argument {names} must be float32 or float64, got {dtype}")
     return dtype
 
 

@@ -14,13 +14,10 @@ import numpy as np
 
 from ..runtime import load
 from ..topi.conv import conv_geometry, fold_batch_norm
-from .checks import arrays as _arrays, contiguous as _contiguous
+from .checks import arrays as _arrays, contiguous as _contiguous, float_dtype
 
 __all__ = ["conv1d", "conv2d_bias_relu", "conv2d_bn", "conv2d_grouped", "conv2d_nhwc", "dense_gelu",
            "depthwise_conv2d", "fold_batch_norm"]
-
-FLOAT_DTYPES = ("float32", "float64")
-
 
 def _canon(value: Any, dims: int) -> int | tuple[int, ...]:
     """An int if every entry is the same, else the tuple (padding (t, l, b, r) -> (t, l) if symmetric)."""
@@ -39,12 +36,6 @@ def _hyper(op: str, C: int, F: int, spatial: tuple[int, ...], kernel: tuple[int,
     d = len(spatial)
     return {"stride": _canon(stride, d), "padding": _canon(padding, d), "dilation": _canon(dilation, d),
             "groups": groups}
-
-
-def _float(op: str, dtype: str) -> str:
-    if dtype not in FLOAT_DTYPES:
-        raise TypeError(f"{op}: argument x must have a float dtype {FLOAT_DTYPES}, got {dtype}")
-    return dtype
 
 
 def _groups(op: str, groups: Any) -> int:
@@ -70,7 +61,7 @@ def conv1d(x: np.ndarray, w: np.ndarray, stride: Any = 1, padding: Any = 0, dila
            db: Any = None) -> np.ndarray:
     """NCW conv1d of x (N x C x L) with w (F x C/groups x K)."""
     op = "conv1d"
-    dtype = _float(op, _arrays(op, ("x", "w"), (x, w), (3, 3)))
+    dtype = float_dtype(op, _arrays(op, ("x", "w"), (x, w), (3, 3)))
     (N, C, L), (F, Cg, K), groups = x.shape, w.shape, _groups(op, groups)
     _check_channels(op, C, Cg, F, groups, w.shape)
     hyper = _hyper(op, C, F, (L,), (K,), stride, padding, dilation, groups)
@@ -82,7 +73,7 @@ def _nchw(op: str, x: np.ndarray, w: np.ndarray, extra: tuple[tuple[str, np.ndar
           padding: Any, dilation: Any, groups: int, db: Any, template: str | None = None) -> np.ndarray:
     """Check and run an NCHW conv template whose inputs are x, w, then `extra` per-channel vectors."""
     names, values = ("x", "w", *(n for n, _ in extra)), (x, w, *(v for _, v in extra))
-    dtype = _float(op, _arrays(op, names, values, (4, 4, *(1 for _ in extra))))
+    dtype = float_dtype(op, _arrays(op, names, values, (4, 4, *(1 for _ in extra))))
     (N, C, H, W), (F, Cg, KH, KW), groups = x.shape, w.shape, _groups(op, groups)
     _check_channels(op, C, Cg, F, groups, w.shape)
     for name, v in extra:
@@ -126,7 +117,7 @@ def conv2d_nhwc(x: np.ndarray, w: np.ndarray, stride: Any = 1, padding: Any = 0,
                 groups: int = 1, db: Any = None) -> np.ndarray:
     """NHWC conv2d of x (N x H x W x C) with w (KH x KW x C/groups x F, HWIO)."""
     op = "conv2d_nhwc"
-    dtype = _float(op, _arrays(op, ("x", "w"), (x, w), (4, 4)))
+    dtype = float_dtype(op, _arrays(op, ("x", "w"), (x, w), (4, 4)))
     (N, H, W, C), (KH, KW, Cg, F), groups = x.shape, w.shape, _groups(op, groups)
     _check_channels(op, C, Cg, F, groups, w.shape)
     hyper = _hyper(op, C, F, (H, W), (KH, KW), stride, padding, dilation, groups)
@@ -137,7 +128,7 @@ def conv2d_nhwc(x: np.ndarray, w: np.ndarray, stride: Any = 1, padding: Any = 0,
 def dense_gelu(x: np.ndarray, w: np.ndarray, bias: np.ndarray, db: Any = None) -> np.ndarray:
     """gelu(x @ w.T + bias) (tanh approximation) in one fused kernel; x (M x K), w (N x K), bias (N,)."""
     op = "dense_gelu"
-    dtype = _float(op, _arrays(op, ("x", "w", "bias"), (x, w, bias), (2, 2, 1)))
+    dtype = float_dtype(op, _arrays(op, ("x", "w", "bias"), (x, w, bias), (2, 2, 1)))
     if x.shape[1] != w.shape[1]:
         raise ValueError(f"{op}: argument w is {w.shape} but x is {x.shape}; need x.shape[1] == w.shape[1]")
     _check_bias(op, bias, w.shape[0])

@@ -13,10 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..runtime import load
-from .checks import arrays as checked_arrays, contiguous
-
-FLOAT_DTYPES = ("float32", "float64")
-
+from .checks import arrays as checked_arrays, contiguous, float_dtype
 
 def _shape(a: np.ndarray) -> tuple[int, ...]:
     return a.shape if a.ndim else (1,)
@@ -26,15 +23,10 @@ def _empty(op: str, shape: tuple[int, ...], dtype: Any) -> np.ndarray | None:
     return np.empty(shape, dtype) if 0 in shape else None
 
 
-def _float(op: str, dtype: str, names: str) -> None:
-    if dtype not in FLOAT_DTYPES:
-        raise TypeError(f"{op}: argument {names} must be float32 or float64, got {dtype}")
-
-
 def _unary(op: str, x: np.ndarray, float_only: bool, db: Any) -> np.ndarray:
     dtype = checked_arrays(op, ("x",), (x,), (None,))
     if float_only:
-        _float(op, dtype, "x")
+        float_dtype(op, dtype)
     empty = _empty(op, x.shape, x.dtype)
     if empty is not None:
         return empty
@@ -99,7 +91,7 @@ def _binary(op: str, a: Any, b: Any, float_only: bool, db: Any) -> np.ndarray:
     b = _operand(op, "b", b, a)
     dtype = checked_arrays(op, ("a", "b"), (a, b), (None, None))
     if float_only:
-        _float(op, dtype, "a")
+        float_dtype(op, dtype, "a")
     shape = broadcast_shapes(op, ("a", "b"), (a.shape, b.shape))
     empty = _empty(op, shape, a.dtype)
     if empty is not None:

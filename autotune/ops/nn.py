@@ -17,16 +17,7 @@ import numpy as np
 from ..runtime import load
 from ..schedules.cpu.nn import DEFAULT_SCALE
 from ..schedules.float_params import encode_float
-from .checks import arrays as _arrays, contiguous as _contiguous
-
-FLOAT_DTYPES = ("float32", "float64")
-
-
-def _float_dtype(op: str, dtype: str, names: str) -> str:
-    if dtype not in FLOAT_DTYPES:
-        raise TypeError(f"{op}: {names} must be float32 or float64, got {dtype}")
-    return dtype
-
+from .checks import arrays as _arrays, contiguous as _contiguous, float_dtype
 
 def _float_param(op: str, name: str, value: Any, positive: bool = False) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
@@ -60,20 +51,20 @@ def _check_feature(op: str, name: str, t: np.ndarray, n: int, x_shape: tuple[int
 
 def softmax(x: np.ndarray, db: Any = None) -> np.ndarray:
     """exp(x - max) / sum(exp(x - max)) over the last axis of x."""
-    _float_dtype("softmax", _arrays("softmax", ("x",), (x,), (None,)), "x")
+    float_dtype("softmax", _arrays("softmax", ("x",), (x,), (None,)), "x")
     return _row_op("softmax", x, (), db)
 
 
 def log_softmax(x: np.ndarray, db: Any = None) -> np.ndarray:
     """x - logsumexp(x) over the last axis of x (max-shifted: no overflow)."""
-    _float_dtype("log_softmax", _arrays("log_softmax", ("x",), (x,), (None,)), "x")
+    float_dtype("log_softmax", _arrays("log_softmax", ("x",), (x,), (None,)), "x")
     return _row_op("log_softmax", x, (), db)
 
 
 def layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float = 1e-5, db: Any = None) -> np.ndarray:
     """(x - mean) / sqrt(var + eps) * gamma + beta over the last axis (biased variance)."""
     dtype = _arrays("layer_norm", ("x", "gamma", "beta"), (x, gamma, beta), (None, 1, 1))
-    _float_dtype("layer_norm", dtype, "x, gamma and beta")
+    float_dtype("layer_norm", dtype, "x, gamma and beta")
     _, n = _rows("layer_norm", x)
     _check_feature("layer_norm", "gamma", gamma, n, x.shape)
     _check_feature("layer_norm", "beta", beta, n, x.shape)
@@ -84,7 +75,7 @@ def layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float = 
 def rms_norm(x: np.ndarray, gamma: np.ndarray, eps: float = 1e-6, db: Any = None) -> np.ndarray:
     """x / sqrt(mean(x^2) + eps) * gamma over the last axis."""
     dtype = _arrays("rms_norm", ("x", "gamma"), (x, gamma), (None, 1))
-    _float_dtype("rms_norm", dtype, "x and gamma")
+    float_dtype("rms_norm", dtype, "x and gamma")
     _, n = _rows("rms_norm", x)
     _check_feature("rms_norm", "gamma", gamma, n, x.shape)
     e = encode_float(_float_param("rms_norm", "eps", eps))
@@ -96,7 +87,7 @@ def batch_norm(x: np.ndarray, mean: np.ndarray, var: np.ndarray, gamma: np.ndarr
     """Inference batch norm of NCHW x: (x - mean[c]) / sqrt(var[c] + eps) * gamma[c] + beta[c]."""
     names = ("x", "mean", "var", "gamma", "beta")
     dtype = _arrays("batch_norm", names, (x, mean, var, gamma, beta), (4, 1, 1, 1, 1))
-    _float_dtype("batch_norm", dtype, ", ".join(names))
+    float_dtype("batch_norm", dtype, ", ".join(names))
     c = x.shape[1]
     for name, t in zip(names[1:], (mean, var, gamma, beta)):
         if t.shape != (c,):
@@ -113,7 +104,7 @@ def batch_norm(x: np.ndarray, mean: np.ndarray, var: np.ndarray, gamma: np.ndarr
 def cross_entropy(logits: np.ndarray, labels: np.ndarray, db: Any = None) -> np.ndarray:
     """Per-row softmax cross-entropy: logsumexp(logits[i]) - logits[i, labels[i]], shape (N,)."""
     dtype = _arrays("cross_entropy", ("logits",), (logits,), (2,))
-    _float_dtype("cross_entropy", dtype, "logits")
+    float_dtype("cross_entropy", dtype, "logits")
     if not isinstance(labels, np.ndarray):
         raise TypeError(f"cross_entropy: argument labels must be a numpy array, got {type(labels).__name__}")
     if labels.dtype.kind not in "iu":
@@ -138,7 +129,7 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool = False,
     """softmax(q @ k^T * scale [causal: key j <= query i]) @ v for (batch, heads, seq, head_dim) arrays,
     in one fused kernel; scale defaults to 1/sqrt(head_dim)."""
     dtype = _arrays("attention", ("q", "k", "v"), (q, k, v), (4, 4, 4))
-    _float_dtype("attention", dtype, "q, k and v")
+    float_dtype("attention", dtype, "q, k and v")
     B, H, Sq, D = q.shape
     Sk = k.shape[2]
     if k.shape[:2] != (B, H) or k.shape[3] != D:

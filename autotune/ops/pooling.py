@@ -12,14 +12,13 @@ import numpy as np
 
 from ..runtime import load
 from ..topi.pooling import pool_geometry
-from .checks import arrays as checked_arrays
-from .elementwise import FLOAT_DTYPES
+from .checks import arrays as checked_arrays, float_dtype
 
 
 def _check(op: str, x: Any, float_only: bool) -> str:
     dtype = checked_arrays(op, ("x",), (x,), (4,))
-    if float_only and dtype not in FLOAT_DTYPES:
-        raise TypeError(f"{op}: argument x must be float32 or float64, got {dtype}")
+    if float_only:
+        float_dtype(op, dtype)
     if x.size == 0:
         raise ValueError(f"{op}: argument x is empty (shape {x.shape})")
     return dtype

@@ -14,14 +14,13 @@ import numpy as np
 
 from ..runtime import load
 from ..topi.reduction import normalize_axes, reduced_shape
-from .checks import arrays as checked_arrays
-from .elementwise import FLOAT_DTYPES
+from .checks import arrays as checked_arrays, float_dtype
 
 
 def _reduce(op: str, x: Any, axis: Any, keepdims: bool, db: Any, float_only: bool = False) -> np.ndarray:
     dtype = checked_arrays(op, ("x",), (x,), (None,))
-    if float_only and dtype not in FLOAT_DTYPES:
-        raise TypeError(f"{op}: argument x must be float32 or float64, got {dtype}")
+    if float_only:
+        float_dtype(op, dtype)
     if x.ndim == 0:
         raise ValueError(f"{op}: argument x is a 0-d array; reduce an array of at least 1 dimension")
     if not isinstance(keepdims, (bool, np.bool_)) and keepdims not in (0, 1):

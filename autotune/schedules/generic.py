@@ -25,7 +25,7 @@ from typing import Any, Sequence
 from ..te.expr import IterVar, TensorLoad
 from ..te.tensor import ComputeOp, Tensor
 from ..te.traversal import substitute, transform, walk
-from .schedule import Schedule, Stage
+from .schedule import Schedule, Stage, create_schedule
 
 VECTOR_WIDTHS = (16, 8, 32, 64, 4)      # the first is the default config's
 UNROLL = (1, 2, 4)
@@ -83,6 +83,13 @@ def schedule_injective(cfg: Any, s: Schedule, out: Tensor, prefix: str = "") -> 
     p, _ = st.split(g, cfg[f"{prefix}chunk"].val)
     if cfg[f"{prefix}parallel"].val:
         st.parallel(p)
+
+
+def injective_schedule(cfg: Any, out: Tensor) -> Schedule:
+    """A new schedule of `out` alone, scheduled by `schedule_injective`."""
+    s = create_schedule(out)
+    schedule_injective(cfg, s, out)
+    return s
 
 
 def _row_depth(s: Schedule, out: Tensor) -> int:

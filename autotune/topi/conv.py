@@ -16,15 +16,15 @@ stride and dilation are an int or a pair (h, w); padding an int, a pair (h, w) o
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 
 from .. import te
+from .elementwise import gelu_tanh_expr
+from .movement import pad as pad_constant
 
-GELU_C = math.sqrt(2.0 / math.pi)   # gelu tanh form: 0.5 x (1 + tanh(GELU_C (x + 0.044715 x^3)))
 
 
 def _ints(op: str, what: str, value: Any, lengths: tuple[int, ...], dims: int) -> tuple[int, ...]:
@@ -84,26 +84,12 @@ def conv_geometry(op: str, C: int, F: int, spatial: Sequence[int], kernel: Seque
 
 # ---- te computes -------------------------------------------------------------------------------
 
-def pad(X: te.Tensor, axes: Sequence[int], before: Sequence[int], after: Sequence[int],
-        name: str = "pad") -> te.Tensor:
-    """X zero-padded on `axes` (an identity copy when nothing is padded, for a uniform schedule)."""
-    shape = list(X.shape)
+def pad(X: te.Tensor, axes: Sequence[int], before: Sequence[int], after: Sequence[int]) -> te.Tensor:
+    """X zero-padded on `axes` (a copy when nothing is padded, for a uniform schedule)."""
+    full_before, full_after = [0] * X.ndim, [0] * X.ndim
     for a, lo, hi in zip(axes, before, after):
-        shape[a] += lo + hi
-    if not any(before) and not any(after):
-        return te.compute(tuple(shape), lambda *i: X[i], name=name)
-
-    def elem(*i: Any) -> Any:
-        conds, src = [], list(i)
-        for a, lo, hi in zip(axes, before, after):
-            if lo:
-                conds.append(i[a] >= lo)
-            if hi:
-                conds.append(i[a] < X.shape[a] + lo)
-            src[a] = i[a] - lo if lo else i[a]
-        return te.if_then_else(te.all(*conds), X[tuple(src)], te.const(0, X.dtype))
-
-    return te.compute(tuple(shape), elem, name=name)
+        full_before[a], full_after[a] = lo, hi
+    return pad_constant(X, full_before, full_after)
 
 
 def _in_channel(f: Any, rc: Any, groups: int, Fg: int, Cg: int) -> Any:
@@ -195,15 +181,9 @@ def conv2d_bn(X: te.Tensor, Wf: te.Tensor, bf: te.Tensor, stride: Any = 1, paddi
     return P, Y, bias_add(Y, bf, 1)
 
 
-def gelu_tanh(x: Any) -> Any:
-    """0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), the tanh approximation of gelu."""
-    inner = x * (te.const(GELU_C, x.dtype) + te.const(GELU_C * 0.044715, x.dtype) * x * x)
-    return te.const(0.5, x.dtype) * x * (te.const(1.0, x.dtype) + te.tanh(inner))
-
-
 def bias_gelu(C: te.Tensor, bias: te.Tensor, name: str = "Y") -> te.Tensor:
     """gelu_tanh(C[i, j] + bias[j]): the dense epilogue."""
-    return te.compute(C.shape, lambda i, j: gelu_tanh(C[i, j] + bias[j]), name=name)
+    return te.compute(C.shape, lambda i, j: gelu_tanh_expr(C[i, j] + bias[j]), name=name)
 
 
 def dense_gelu(X: te.Tensor, Wt: te.Tensor, bias: te.Tensor) -> tuple[te.Tensor, te.Tensor]:
@@ -264,7 +244,3 @@ def conv1d_ncw_reference(x: np.ndarray, w: np.ndarray, stride: Any = 1, padding:
     pd = _ints("conv1d", "padding", padding, (1, 2), 1)
     pads = (0, pd[0], 0, pd[-1])
     return conv2d_nchw_reference(x[:, :, None, :], w[:, :, None, :], (1, s), pads, (1, d), groups)[:, :, 0, :]
-
-
-def gelu_tanh_reference(x: np.ndarray) -> np.ndarray:
-    return 0.5 * x * (1.0 + np.tanh(GELU_C * (x + 0.044715 * x ** 3)))

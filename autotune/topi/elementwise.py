@@ -9,15 +9,19 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Sequence
 
+import numpy as np
+
 from .. import te
 from ..dtype import is_float
 from ..te.expr import Expr
 
 ELEMWISE = "elemwise"
 BROADCAST = "broadcast"
+GELU_C = math.sqrt(2.0 / math.pi)   # gelu tanh form: 0.5 x (1 + tanh(GELU_C (x + 0.044715 x^3)))
 
 
-def _float_only(op: str, x: te.Tensor) -> None:
+def float_only(op: str, x: te.Tensor) -> None:
+    """A TypeError naming the op unless x is a float tensor (for float math: exp, mean, ...)."""
     if not is_float(x.dtype):
         raise TypeError(f"{op}: argument x must be a float tensor, got {x.dtype}")
 
@@ -35,25 +39,36 @@ def relu(x: te.Tensor) -> te.Tensor:
     return elementwise(x, lambda v: te.maximum(v, _zero(x)), "relu")
 
 
+def gelu_tanh_expr(v: Expr) -> Expr:
+    """0.5 v (1 + tanh(sqrt(2/pi) (v + 0.044715 v^3))), the tanh approximation of gelu, on one value
+    (also the dense_gelu epilogue)."""
+    inner = v * (te.const(GELU_C, v.dtype) + te.const(GELU_C * 0.044715, v.dtype) * v * v)
+    return te.const(0.5, v.dtype) * v * (te.const(1.0, v.dtype) + te.tanh(inner))
+
+
+def gelu_tanh_reference(x: np.ndarray) -> np.ndarray:
+    """gelu_tanh_expr in numpy."""
+    return 0.5 * x * (1.0 + np.tanh(GELU_C * (x + 0.044715 * x ** 3)))
+
+
 def gelu(x: te.Tensor, approximate: str = "none") -> te.Tensor:
     """x * Phi(x): with erf ("none", PyTorch's default) or the tanh approximation ("tanh")."""
-    _float_only("gelu", x)
+    float_only("gelu", x)
     if approximate == "none":
         return elementwise(x, lambda v: 0.5 * v * (1.0 + te.erf(v * (1.0 / math.sqrt(2.0)))), "gelu")
     if approximate == "tanh":
-        c = math.sqrt(2.0 / math.pi)
-        return elementwise(x, lambda v: 0.5 * v * (1.0 + te.tanh(c * (v + 0.044715 * (v * v * v)))), "gelu_tanh")
+        return elementwise(x, gelu_tanh_expr, "gelu_tanh")
     raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
 
 
 def silu(x: te.Tensor) -> te.Tensor:
-    _float_only("silu", x)
+    float_only("silu", x)
     return elementwise(x, lambda v: v * te.sigmoid(v), "silu")
 
 
 def _unary_call(name: str, fn: Callable[[Expr], Expr]) -> Callable[[te.Tensor], te.Tensor]:
     def op(x: te.Tensor) -> te.Tensor:
-        _float_only(name, x)
+        float_only(name, x)
         return elementwise(x, fn, name)
 
     op.__name__ = name

@@ -49,8 +49,8 @@ def pad(x: te.Tensor, pad_before: Sequence[int], pad_after: Sequence[int] | None
     shape = tuple(n + b + a for n, b, a in zip(x.shape, before, after))
 
     def body(*i: Any) -> Expr:
-        inside = [c for d, n in enumerate(x.shape) if before[d] or after[d]
-                  for c in (i[d] >= before[d], i[d] < before[d] + n)]
+        inside = [*(i[d] >= before[d] for d in range(x.ndim) if before[d]),
+                  *(i[d] < before[d] + n for d, n in enumerate(x.shape) if after[d])]
         src = x[tuple(v - b if b else v for v, b in zip(i, before))]
         return te.if_then_else(te.all(*inside), src, te.const(value, x.dtype)) if inside else src
 

@@ -13,6 +13,7 @@ from .. import te
 from ..dtype import is_float
 from ..te.expr import Expr
 from . import reduction
+from .elementwise import float_only
 
 POOL = "pool"
 
@@ -73,8 +74,7 @@ def _valid(o: Expr, stride: int, pad: int, k: int, n: int) -> Expr:
 
 def avg_pool2d(x: te.Tensor, kernel: Any, stride: Any = None, padding: Any = 0) -> te.Tensor:
     """Window mean over the valid elements (count_include_pad=False); float tensors."""
-    if not is_float(x.dtype):
-        raise TypeError(f"avg_pool2d: argument x must be a float tensor, got {x.dtype}")
+    float_only("avg_pool2d", x)
     total, (k, s, p, H, W) = _window_reduce(x, kernel, stride, padding, te.sum, 0.0, "avg_pool2d", "avg_pool2d.sum")
     if p == (0, 0):
         inv = te.const(1.0 / (k[0] * k[1]), x.dtype)
@@ -92,6 +92,5 @@ def global_avg_pool(x: te.Tensor, lanes: int = 1) -> te.Tensor:
     as in `autotune.topi.reduction.mean`."""
     if len(x.shape) != 4:
         raise ValueError(f"global_avg_pool: input must be 4-d NCHW, got shape {x.shape}")
-    if not is_float(x.dtype):
-        raise TypeError(f"global_avg_pool: argument x must be a float tensor, got {x.dtype}")
+    float_only("global_avg_pool", x)
     return reduction.mean(x, (2, 3), keepdims=True, lanes=lanes)

@@ -16,8 +16,8 @@ import math
 from typing import Any, Sequence
 
 from .. import te
-from ..dtype import is_float
 from ..te.expr import Expr
+from .elementwise import float_only
 
 REDUCE = "comm_reduce"
 
@@ -153,14 +153,9 @@ def min(x: te.Tensor, axes: Any = None, keepdims: bool = False, lanes: int = 1) 
     return _reduce(x, axes, keepdims, te.min, "min", lanes=lanes)[1]
 
 
-def _float_only(op: str, x: te.Tensor) -> None:
-    if not is_float(x.dtype):
-        raise TypeError(f"{op}: argument x must be a float tensor, got {x.dtype}")
-
-
 def mean(x: te.Tensor, axes: Any = None, keepdims: bool = False, lanes: int = 1) -> te.Tensor:
     """sum / n (float tensors)."""
-    _float_only("mean", x)
+    float_only("mean", x)
     r, s = _reduce(x, axes, keepdims, te.sum, "mean", name="mean.sum", lanes=lanes)
     inv = 1.0 / r.count
     return te.compute(r.shape, lambda *o: s[o] * te.const(inv, x.dtype), name="mean", tag="elemwise")
@@ -168,7 +163,7 @@ def mean(x: te.Tensor, axes: Any = None, keepdims: bool = False, lanes: int = 1)
 
 def var(x: te.Tensor, axes: Any = None, keepdims: bool = False, lanes: int = 1) -> te.Tensor:
     """Population variance (numpy's np.var, ddof=0): mean((x - mean(x))^2), two passes."""
-    _float_only("var", x)
+    float_only("var", x)
     r, s = _reduce(x, axes, keepdims, te.sum, "var", name="var.sum", lanes=lanes)
     inv = te.const(1.0 / r.count, x.dtype)
 

@@ -13,6 +13,7 @@ import numpy as np
 
 from ... import te
 from ...topi import conv as topi_conv
+from ...topi import elementwise as topi_elementwise
 from ..task import template
 from .conv2d import define_nchw_knobs, nchw_geometry, schedule_nchw
 from .matmul import _matmul_body
@@ -173,7 +174,7 @@ def conv2d_bn_template(cfg, N: int, C: int, H: int, W: int, F: int, KH: int, KW:
 # ---- dense + bias + gelu -----------------------------------------------------------------------
 
 def _dense_gelu_reference(x, w, bias, **_):
-    return topi_conv.gelu_tanh_reference(x @ w.T + bias).astype(x.dtype)
+    return topi_elementwise.gelu_tanh_reference(x @ w.T + bias).astype(x.dtype)
 
 
 @template("dense_gelu", reference=_dense_gelu_reference,

@@ -14,7 +14,7 @@ import numpy as np
 
 from ... import te
 from ...topi import elementwise as topi
-from ..generic import schedule_injective
+from ..generic import injective_schedule
 from ..task import template
 
 
@@ -43,7 +43,7 @@ UNARY: dict[str, tuple[Callable[[te.Tensor], te.Tensor], Callable[[np.ndarray], 
     "relu": (topi.relu, lambda x: np.maximum(x, 0), "max(x, 0)"),
     "gelu": (topi.gelu, lambda x: 0.5 * x * (1 + _erf(x / math.sqrt(2))), "x * Phi(x) with erf (exact GELU)"),
     "gelu_tanh": (lambda x: topi.gelu(x, "tanh"),
-                  lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3))),
+                  topi.gelu_tanh_reference,
                   "GELU, tanh approximation"),
     "silu": (topi.silu, lambda x: x / (1 + np.exp(-x)), "x * sigmoid(x)"),
     "sigmoid": (topi.sigmoid, lambda x: 1 / (1 + np.exp(-x)), "1 / (1 + exp(-x))"),
@@ -68,9 +68,7 @@ def _unary(name: str, compute: Callable[[te.Tensor], te.Tensor], ref: Callable, 
     def unary_template(cfg: Any, shape: Any, dtype: str = "float32"):
         x = te.placeholder(as_shape(shape, name, "shape"), dtype, name="x")
         y = compute(x)
-        s = te.create_schedule(y.op)
-        schedule_injective(cfg, s, y)
-        return s, [x, y]
+        return injective_schedule(cfg, y), [x, y]
 
     unary_template.__name__ = unary_template.__qualname__ = f"{name}_template"
     template(name, reference=_exact(ref), description=f"y = {what}, elementwise over `shape`")(unary_template)
@@ -81,9 +79,7 @@ def _binary(name: str, compute: Callable[..., te.Tensor], ref: Callable) -> None
         a = te.placeholder(as_shape(a_shape, name, "a_shape"), dtype, name="a")
         b = te.placeholder(as_shape(b_shape, name, "b_shape"), dtype, name="b")
         y = compute(a, b)
-        s = te.create_schedule(y.op)
-        schedule_injective(cfg, s, y)
-        return s, [a, b, y]
+        return injective_schedule(cfg, y), [a, b, y]
 
     binary_template.__name__ = binary_template.__qualname__ = f"{name}_template"
     template(name, reference=_exact(ref),
@@ -107,6 +103,4 @@ def where_template(cfg: Any, cond_shape: Any, a_shape: Any, b_shape: Any, dtype:
     a = te.placeholder(as_shape(a_shape, "where", "a_shape"), dtype, name="a")
     b = te.placeholder(as_shape(b_shape, "where", "b_shape"), dtype, name="b")
     y = topi.where(cond, a, b)
-    s = te.create_schedule(y.op)
-    schedule_injective(cfg, s, y)
-    return s, [cond, a, b, y]
+    return injective_schedule(cfg, y), [cond, a, b, y]

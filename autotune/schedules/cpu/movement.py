@@ -21,7 +21,7 @@ import numpy as np
 from ... import te
 from ...topi import movement as topi
 from ..float_params import decode_float, encode_float
-from ..generic import schedule_injective
+from ..generic import injective_schedule
 from ..task import template
 from .elementwise import as_shape
 
@@ -41,12 +41,6 @@ def encode_value(v: float) -> int | tuple[int, int]:
     if not math.isfinite(v):
         raise ValueError(f"pad: value must be finite, got {v}")
     return int(v) if v.is_integer() and abs(v) < 2 ** 31 else encode_float(v)
-
-
-def _injective(out: te.Tensor, cfg: Any) -> te.Schedule:
-    s = te.create_schedule(out.op)
-    schedule_injective(cfg, s, out)
-    return s
 
 
 def _transpose_reference(x: np.ndarray, axes: Any, **_: Any) -> np.ndarray:
@@ -85,7 +79,7 @@ def transpose_template(cfg: Any, shape: Any, axes: Any, dtype: str = "float32"):
     perm = topi.normalize_perm(len(x.shape), _ints(axes, "transpose", "axes", len(x.shape)))
     y = topi.transpose(x, perm)
     if perm[-1] == len(perm) - 1:
-        return _injective(y, cfg), [x, y]
+        return injective_schedule(cfg, y), [x, y]
     s = te.create_schedule(y.op)
     schedule_transpose(cfg, s, y, perm)
     return s, [x, y]
@@ -102,7 +96,7 @@ def pad_template(cfg: Any, shape: Any, pad_before: Any, pad_after: Any, value: A
     n = len(x.shape)
     y = topi.pad(x, _ints(pad_before, "pad", "pad_before", n), _ints(pad_after, "pad", "pad_after", n),
                  decode_float(value, "pad", "value"))
-    return _injective(y, cfg), [x, y]
+    return injective_schedule(cfg, y), [x, y]
 
 
 def _concat_reference(*arrays: np.ndarray, axis: int, **_: Any) -> np.ndarray:
@@ -126,7 +120,7 @@ def concat_input_shapes(shape: Any, axis: Any, sizes: Any) -> list[tuple[int, ..
 def concat_template(cfg: Any, shape: Any, axis: int, sizes: Any, dtype: str = "float32"):
     xs = [te.placeholder(sh, dtype, name=f"x{k}") for k, sh in enumerate(concat_input_shapes(shape, axis, sizes))]
     y = topi.concat(xs, axis)
-    return _injective(y, cfg), [*xs, y]
+    return injective_schedule(cfg, y), [*xs, y]
 
 
 def _slice_reference(x: np.ndarray, begin: Any, end: Any, step: Any, **_: Any) -> np.ndarray:
@@ -140,7 +134,7 @@ def slice_template(cfg: Any, shape: Any, begin: Any, end: Any, step: Any, dtype:
     n = len(x.shape)
     y = topi.strided_slice(x, _ints(begin, "slice", "begin", n), _ints(end, "slice", "end", n),
                            _ints(step, "slice", "step", n))
-    return _injective(y, cfg), [x, y]
+    return injective_schedule(cfg, y), [x, y]
 
 
 def _take_reference(weight: np.ndarray, indices: np.ndarray, **_: Any) -> np.ndarray:
@@ -153,4 +147,4 @@ def take_template(cfg: Any, weight_shape: Any, indices_shape: Any, dtype: str = 
     w = te.placeholder(as_shape(weight_shape, "take", "weight_shape"), dtype, name="weight")
     idx = te.placeholder(as_shape(indices_shape, "take", "indices_shape"), "int32", name="indices")
     y = topi.take(w, idx)
-    return _injective(y, cfg), [w, idx, y]
+    return injective_schedule(cfg, y), [w, idx, y]
