@@ -11,13 +11,20 @@ TARGETS = ("llvm", "cuda")
 
 
 def build(s: Schedule, args: Sequence[Tensor], target: str = "llvm", name: str = "main") -> Any:
-    """Compile `s` into a function called with arrays in the order of `args` (outputs written in place)."""
+    """Compile `s` into a function called with arrays in the order of `args` (outputs written in place).
+
+    target "llvm": the host CPU. "cuda": the GPU through PyCUDA (called with numpy arrays, copied
+    to and from the device, or with GPU arrays used in place); "cuda -arch=sm_90" picks the arch."""
     kind = str(target).split()[0] if target else ""
     if kind not in TARGETS:
         raise ValueError(f"unknown target {target!r}; expected one of {TARGETS}")
     func = lower(s, args, name=name)
     if kind == "cuda":
-        raise ValueError("target 'cuda' is not available yet in this build of autotune; use target='llvm'")
+        from .codegen.cuda_device import cuda_target_key, parse_target
+        from .codegen.cuda_module import CudaFunction
+
+        arch = parse_target(cuda_target_key(target))["arch"]
+        return CudaFunction.build(func, arch)
     from .codegen import build_module
 
     return build_module(func)

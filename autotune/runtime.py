@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .codegen import compile_object, load_module
+from .codegen import compile_for, load_compiled
 from .errors import InstantiationError
 from .ir.lower import lower
 from .kernel_cache import DiskCache, MemoryCache, entry_key
@@ -135,13 +135,13 @@ def _compile(task: Task, index: int, disk: DiskCache) -> Any:
     hit = disk.get(key)
     if hit is not None:
         try:
-            return load_module(*hit)
+            return load_compiled(*hit)
         except Exception:  # noqa: BLE001  (a stale or unloadable entry is rebuilt, never trusted)
             pass
     s, args = task.instantiate(index)
-    signature, obj = compile_object(lower(s, args, name=task.name))
+    signature, obj = compile_for(lower(s, args, name=task.name), task.target)
     disk.put(key, signature, obj)
-    return load_module(signature, obj)
+    return load_compiled(signature, obj)
 
 
 def load(op: str, target: str = "llvm", db: Any = None, dtype: str = "float32", **params: Any) -> Kernel:

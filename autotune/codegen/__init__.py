@@ -14,7 +14,8 @@ from .jit import target_key
 from .llvm import emit_module, entry_symbol
 from .module import BuiltFunction, make_signature
 
-__all__ = ["build_module", "compile_object", "load_module", "target_key", "BuiltFunction"]
+__all__ = ["build_module", "compile_object", "load_module", "compile_for", "load_compiled", "target_key",
+           "BuiltFunction"]
 
 
 def _ir_text(func: PrimFunc) -> str:
@@ -38,3 +39,23 @@ def compile_object(func: PrimFunc) -> tuple[dict[str, Any], bytes]:
 def load_module(signature: dict[str, Any], obj: bytes) -> BuiltFunction:
     """The callable of object code from `compile_object` (checked: hash, target, libgomp)."""
     return BuiltFunction.from_object(signature, obj)
+
+
+def compile_for(func: PrimFunc, target: str) -> tuple[dict[str, Any], bytes]:
+    """`func` compiled for a canonical target key: host object code, or a cubin for "cuda -arch=..."
+    (nvcc only, no GPU needed). `load_compiled` turns the result into a callable."""
+    if str(target).split()[:1] == ["cuda"]:
+        from .cuda_device import parse_target
+        from .cuda_module import compile_kernel
+
+        return compile_kernel(func, parse_target(target)["arch"])
+    return compile_object(func)
+
+
+def load_compiled(signature: dict[str, Any], data: bytes) -> Any:
+    """The callable of `compile_for`'s output: a BuiltFunction, or a CudaFunction on the GPU."""
+    if signature.get("target_kind") == "cuda":
+        from .cuda_module import CudaFunction
+
+        return CudaFunction(signature, data)
+    return load_module(signature, data)

@@ -2,7 +2,8 @@
 
 A stage at root computes its whole tensor. A stage attached with compute_at computes only the
 region its consumers read inside the attach loop: the consumer's loops outside (and at) the
-attach axis stay symbolic, the loops inside it are relaxed over their extents. The region's
+attach axis stay symbolic, the loops inside it are relaxed over their extents. A "shared"
+stage serves a whole GPU block, so the thread loops enclosing its attach point are relaxed too. The region's
 start is an expression of the outer loop variables; its extent must be a constant (it sizes a
 buffer), otherwise the whole tensor is taken, which is always correct.
 """
@@ -145,6 +146,8 @@ class BoundInference:
         parent_ext = self.extents[id(parent)]
         inner_relax = {iv.var: (Const(0, "int32"), Const(parent_ext[iv] - 1, "int32"))
                        for iv in parent.leaf_iter_vars[pos + 1:]}
+        if st.scope == "shared":
+            inner_relax.update(self._enclosing_threads(parent, pos))
         region: list[tuple[Expr, Expr] | None] = [None] * len(st.op.shape)
         for consumer in self.schedule.stages:
             if id(consumer) not in self.bodies or consumer is st:
@@ -162,6 +165,20 @@ class BoundInference:
                     region[d] = b if cur is None else (Binary(BinOp.MIN, cur[0], b[0]), Binary(BinOp.MAX, cur[1], b[1]))
         assert all(r is not None for r in region), "compute_at checked that the attach stage reads this stage"
         return region  # type: ignore[return-value]
+
+    def _enclosing_threads(self, stage: Stage, pos: int) -> dict[Var, tuple[Expr, Expr]]:
+        """threadIdx and vthread loops at or outside `stage`'s leaf `pos`, up the attach chain."""
+        out: dict[Var, tuple[Expr, Expr]] = {}
+        while True:
+            ext = self.extents[id(stage)]
+            for iv in stage.leaf_iter_vars[:pos + 1]:
+                thread = stage.attr_of(iv).thread
+                if thread is not None and not thread.thread_tag.startswith("blockIdx"):
+                    out[iv.var] = (Const(0, "int32"), Const(ext[iv] - 1, "int32"))
+            if stage.attach != "scope" or stage.attach_stage is None:
+                return out
+            pos = stage.attach_stage.leaf_iter_vars.index(stage.attach_ivar)
+            stage = stage.attach_stage
 
     def _consumer_relax(self, st: Stage, consumer: Stage, parent: Stage, pos: int,
                         inner_relax: dict[Var, tuple[Expr, Expr]]) -> dict[Var, tuple[Expr, Expr]]:

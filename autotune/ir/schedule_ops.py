@@ -183,7 +183,7 @@ class NestBuilder:
             body = self._guarded(body, [g for g in guards if depth[id(g)] == pos])
             body = self._with_attached([a for a in attached if a.attach_ivar is iv], body)
             attr = st.attr_of(iv)
-            thread = attr.thread.var.name if attr.thread is not None else None
+            thread = attr.thread.thread_tag if attr.thread is not None else None
             body = For(loop_vars[pos], ext[iv], _KINDS[attr.kind], body, thread)
         top = [g for g in guards if depth[id(g)] == -1]
         return self._guarded(body, top) if with_top or top else body

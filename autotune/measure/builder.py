@@ -27,7 +27,7 @@ def _reply(kind: ErrorKind, msg: str, t0: float, signature: dict | None = None) 
 def handle_build(req: dict[str, Any], _payload: bytes,
                  _event: Callable[[dict[str, Any]], None]) -> tuple[dict[str, Any], bytes]:
     """One candidate: `{"task": Task.to_json(), "config_index": i}` -> signature + object code."""
-    from ..codegen import compile_object
+    from ..codegen import compile_for
     from ..ir.lower import lower
 
     t0 = time.perf_counter()
@@ -44,7 +44,7 @@ def handle_build(req: dict[str, Any], _payload: bytes,
         return _reply(ErrorKind.BUILD_ERROR, f"template raised {first_line(exc)}", t0), b""
     try:
         name = re.sub(r"\W", "_", task.name) or "kernel"
-        signature, obj = compile_object(lower(s, args, name=name))
+        signature, obj = compile_for(lower(s, args, name=name), task.target)
     except Exception as exc:
         return _reply(ErrorKind.BUILD_ERROR, first_line(exc), t0), b""
     return _reply(ErrorKind.OK, "", t0, signature), obj

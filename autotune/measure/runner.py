@@ -58,7 +58,7 @@ def _reduction_size(task: Any) -> int:
     return best
 
 
-def _prepare(task: Any, check: bool, event: Callable[[dict[str, Any]], None]) -> _TaskData:
+def prepare(task: Any, check: bool, event: Callable[[dict[str, Any]], None]) -> _TaskData:
     """The task's inputs (fixed seed, never all zero) and reference, made once. The parent is
     told before and after, so this never counts against a candidate's timeout."""
     data = _DATA.get(task.workload_key)
@@ -80,7 +80,7 @@ def _prepare(task: Any, check: bool, event: Callable[[dict[str, Any]], None]) ->
     return data
 
 
-def _fresh_outputs(task: Any) -> list[np.ndarray]:
+def fresh_outputs(task: Any) -> list[np.ndarray]:
     """Outputs pre-filled with NaN (or a sentinel) so elements a kernel never writes show up."""
     from ..dtype import dtype_info, is_float
 
@@ -163,25 +163,30 @@ def time_calls(fn: Callable[[], None], number: int, flush: bool) -> float:
     return clock() - t0
 
 
-def measure_costs(fn: Callable[[], None], options: dict[str, Any]) -> list[float]:
+def measure_costs(fn: Callable[[], None], options: dict[str, Any],
+                  timer: Callable[[Callable[[], None], int], float] | None = None) -> list[float]:
     """`repeat` per-call costs. Without a fixed `number`, it grows until one timing lasts
     `min_repeat_ms`, and that timing is the first cost. Each step at least doubles `number`,
     jumping towards the estimate from the last timing but by at most MAX_GROWTH: one fast
-    call on a busy machine must not set up seconds-long timings."""
-    min_s, flush = options["min_repeat_ms"] / 1000.0, options["flush_cache"]
+    call on a busy machine must not set up seconds-long timings. `timer(fn, number)` gives the
+    seconds of `number` calls (default: the host clock, flushing the cache if asked)."""
+    min_s = options["min_repeat_ms"] / 1000.0
+    if timer is None:
+        def timer(f: Callable[[], None], n: int) -> float:
+            return time_calls(f, n, options["flush_cache"])
     costs: list[float] = []
     number = options["number"]
     if number is None:
         number = 1
         while True:
-            seconds = time_calls(fn, number, flush)
+            seconds = timer(fn, number)
             if seconds >= min_s or number >= MAX_NUMBER:
                 break
             estimate = number * min_s / max(seconds, 1e-9) * 1.1
             number = min(MAX_NUMBER, MAX_GROWTH * number, max(2 * number, math.ceil(estimate)))
         costs.append(seconds / number)
     while len(costs) < options["repeat"]:
-        costs.append(time_calls(fn, number, flush) / number)
+        costs.append(timer(fn, number) / number)
     return costs
 
 
@@ -193,35 +198,52 @@ def handle_run(req: dict[str, Any], obj: bytes,
     from ..codegen import load_module
     from ..codegen.module import NUM_THREADS_ENV
 
-    options = req["options"]
+    if req["signature"].get("target_kind") == "cuda":
+        from .cuda_runner import handle_cuda_run
+
+        return handle_cuda_run(req, obj, event)
     os.environ[NUM_THREADS_ENV] = str(req["num_threads"])
+    return run_candidate(req, event, lambda: load_module(req["signature"], obj))
+
+
+def run_candidate(req: dict[str, Any], event: Callable[[dict[str, Any]], None], load: Callable[[], Any],
+                  timer: Callable[[Callable[[], None], int], float] | None = None,
+                  fatal: type[Exception] | tuple = ()) -> tuple[dict[str, Any], bytes]:
+    """Load (`load()`), check and time one candidate; the reply the parent expects. An exception
+    of a `fatal` type leaves the worker unusable: the reply asks for a fresh one ("restart")."""
+    options = req["options"]
     try:
         task = task_of(req["task"])
-        data = _prepare(task, options["check"], event)
+        data = prepare(task, options["check"], event)
     except Exception as exc:
-        return _result(ErrorKind.RUNTIME_ERROR, f"preparing the task's inputs: {first_line(exc)}"), b""
+        return run_reply(ErrorKind.RUNTIME_ERROR, f"preparing the task's inputs: {first_line(exc)}"), b""
     kernel_s = 0.0
     try:
-        f = load_module(req["signature"], obj)
-        outputs = _fresh_outputs(task)
-        fn = f.bind(*data.inputs, *outputs)
-        kernel_s += time_calls(fn, 1, False)
+        outputs = fresh_outputs(task)
+        fn = load().bind(*data.inputs, *outputs)
+        t0 = time.perf_counter()
+        fn()
+        getattr(fn, "fetch", lambda: None)()      # a GPU kernel's outputs come back to the host
+        kernel_s += time.perf_counter() - t0
         if options["check"]:
-            wrong = _check(task, req["signature"], outputs, data, options)
+            wrong = check_outputs(task, req["signature"], outputs, data, options)
             if wrong:
-                return _result(ErrorKind.WRONG_RESULT, wrong, run_seconds=kernel_s), b""
+                return run_reply(ErrorKind.WRONG_RESULT, wrong, run_seconds=kernel_s), b""
         t0 = time.perf_counter()
         for _ in range(options["warmup"] - 1):
             fn()
-        costs = measure_costs(fn, options)
+        costs = measure_costs(fn, options, timer)
         kernel_s += time.perf_counter() - t0
+    except fatal as exc:
+        reply = run_reply(ErrorKind.RUNTIME_ERROR, first_line(exc), run_seconds=kernel_s)
+        return {**reply, "restart": True}, b""
     except Exception as exc:
-        return _result(ErrorKind.RUNTIME_ERROR, first_line(exc), run_seconds=kernel_s), b""
-    return _result(ErrorKind.OK, "", costs, kernel_s), b""
+        return run_reply(ErrorKind.RUNTIME_ERROR, first_line(exc), run_seconds=kernel_s), b""
+    return run_reply(ErrorKind.OK, "", costs, kernel_s), b""
 
 
-def _check(task: Any, signature: dict[str, Any], outputs: list[np.ndarray], data: _TaskData,
-           options: dict[str, Any]) -> str | None:
+def check_outputs(task: Any, signature: dict[str, Any], outputs: list[np.ndarray], data: _TaskData,
+                  options: dict[str, Any]) -> str | None:
     assert data.reference is not None
     names = [p["name"] for p in signature["params"]][task.num_inputs:]
     specs = task.arg_specs[task.num_inputs:]
@@ -232,7 +254,7 @@ def _check(task: Any, signature: dict[str, Any], outputs: list[np.ndarray], data
     return None
 
 
-def _result(kind: ErrorKind, msg: str, costs: list[float] | None = None, run_seconds: float = 0.0) -> dict[str, Any]:
+def run_reply(kind: ErrorKind, msg: str, costs: list[float] | None = None, run_seconds: float = 0.0) -> dict[str, Any]:
     return {"error_kind": kind.value, "error_msg": msg, "costs": costs or [], "run_seconds": run_seconds}
 
 
@@ -300,6 +322,8 @@ class LocalRunner:
         except WorkerDied as exc:
             self._replace()
             return failed(ErrorKind.CRASH, f"runner worker {exc} while running config {inp.config_index}")
+        if header.get("restart"):     # a GPU fault leaves the worker's CUDA context unusable
+            self._replace()
         return MeasureResult(tuple(header.get("costs", ())), ErrorKind(header["error_kind"]),
                              header.get("error_msg", ""), built.build_seconds, time.time(),
                              float(header.get("run_seconds", 0.0)))

@@ -182,9 +182,9 @@ class Stage:
         check(isinstance(thread, IterVar) and thread.kind == "thread",
               f"bind of {self.name}.{axis.name}: expected a te.thread_axis, got {thread!r}")
         for other, attr in self.iter_attrs.items():
-            check(not (attr.kind == "bind" and attr.thread is not None and attr.thread.name == thread.name
-                       and other is not axis),
-                  f"bind of {self.name}.{axis.name}: {thread.name} is already bound to {self.name}.{other.name}")
+            check(not (attr.kind == "bind" and attr.thread is not None and attr.thread.thread_tag == thread.thread_tag
+                       and other is not axis and thread.thread_tag != "vthread"),
+                  f"bind of {self.name}.{axis.name}: {thread.thread_tag} is already bound to {self.name}.{other.name}")
         attr = self.iter_attrs.setdefault(axis, IterAttr())
         attr.kind, attr.thread = "bind", thread
 

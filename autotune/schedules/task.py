@@ -106,7 +106,9 @@ def canonical_target(target: str) -> str:
         from ..codegen import target_key
 
         return target_key()
-    raise ValueError("target 'cuda' needs the CUDA backend, which this version of autotune does not have yet")
+    from ..codegen.cuda_device import cuda_target_key
+
+    return cuda_target_key(target)
 
 
 class Task:
@@ -178,7 +180,7 @@ class Task:
 
 
 def _load_templates(op: str | None = None) -> None:
-    """Register the built-in template of `op`, or all of them (op None)."""
+    """Register the built-in templates of `op` (every target), or all of them (op None)."""
     from . import cpu
 
     cpu.load(op)

@@ -220,7 +220,7 @@ class Call(Expr):
 
     @property
     def lanes(self) -> int:
-        return max(a.lanes for a in self.args)
+        return max((a.lanes for a in self.args), default=1)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -237,7 +237,8 @@ class Cast(Expr):
 
 @dataclass(frozen=True, slots=True, eq=False)
 class IterVar(ExprOps):
-    """An iteration axis: `var` ranges over [dom_min, dom_min + extent). kind: "data" or "reduce".
+    """An iteration axis: `var` ranges over [dom_min, dom_min + extent). kind: "data", "reduce"
+    or "thread" (a GPU index from te.thread_axis, whose `thread_tag` is e.g. "threadIdx.x").
 
     Usable directly in expressions (it stands for its var), as in TVM.
     """
@@ -246,6 +247,7 @@ class IterVar(ExprOps):
     dom_min: int
     extent: int
     kind: str = "data"
+    thread_tag: str = ""
 
     @property
     def name(self) -> str:

@@ -48,7 +48,7 @@ def thread_axis(tag: Any = "", name: str = "") -> IterVar:
     valid = {f"{p}.{a}" for p in ("blockIdx", "threadIdx") for a in "xyz"} | {"vthread"}
     if tag not in valid:
         raise ValueError(f"thread_axis: unknown thread tag {tag!r}; expected one of {sorted(valid)}")
-    return IterVar(Var(name or tag), 0, extent, "thread")
+    return IterVar(Var(name or tag), 0, extent, "thread", tag)
 
 
 def _check_vars(body: Expr, allowed: set[Var], where: str) -> None:

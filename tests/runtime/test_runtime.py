@@ -84,8 +84,8 @@ def test_disk_cache_serves_a_second_process_without_compiling(env):
     code = ("import time, autotune, autotune.runtime as r\n"
             "import autotune.codegen as c\n"
             "calls = []\n"
-            "orig = r.compile_object\n"
-            "r.compile_object = lambda *a: calls.append(1) or orig(*a)\n"
+            "orig = r.compile_for\n"
+            "r.compile_for = lambda *a: calls.append(1) or orig(*a)\n"
             f"k = autotune.load('matmul', db={db!r}, M=40, N=24, K=16)\n"
             "print(len(calls))\n")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -1,0 +1,99 @@
+"""The GPU this process uses: PyCUDA (imported lazily, an optional extra), the device's primary
+context, and the target key tuning records are stored under ("cuda -arch=sm_90 -name=...").
+
+Without PyCUDA or without a GPU, everything CPU-side works; asking for the device raises a
+BuildError that says what is missing. A target that names its arch ("cuda -arch=sm_80") needs
+no GPU: kernels for it can be generated and compiled with nvcc alone.
+"""
+from __future__ import annotations
+
+import atexit
+import functools
+import re
+from typing import Any
+
+from ..errors import BuildError
+
+INSTALL_HINT = "install it with pip install 'autotune[cuda]' (PyCUDA, built against your CUDA toolkit)"
+
+
+def driver() -> Any:
+    """`pycuda.driver` with device 0's primary context current in this thread."""
+    drv = _init()
+    if drv.Context.get_current() is None:
+        _context().push()
+    return drv
+
+
+@functools.cache
+def _init() -> Any:
+    try:
+        import pycuda.driver as drv
+    except ImportError as exc:
+        raise BuildError(f"target 'cuda' needs PyCUDA, which is not importable ({exc}); {INSTALL_HINT}") from None
+    try:
+        drv.init()
+        count = drv.Device.count()
+    except drv.Error as exc:
+        raise BuildError(f"target 'cuda': the CUDA driver could not start ({exc}); is there a GPU?") from None
+    if count == 0:
+        raise BuildError("target 'cuda': the CUDA driver sees no GPU on this machine")
+    return drv
+
+
+@functools.cache
+def _context() -> Any:
+    drv = _init()
+    ctx = drv.Device(0).retain_primary_context()
+    atexit.register(_release, ctx)
+    return ctx
+
+
+def _release(ctx: Any) -> None:
+    try:
+        while _init().Context.get_current() is not None:
+            _init().Context.pop()
+        ctx.detach()
+    except Exception:      # the process is exiting; the driver frees the context anyway
+        pass
+
+
+def device_info() -> dict[str, Any]:
+    """Name, arch and limits of device 0 (starts the driver)."""
+    drv = driver()
+    dev = drv.Device(0)
+    major, minor = dev.compute_capability()
+    attr = drv.device_attribute
+    return {"name": dev.name(), "arch": f"sm_{major}{minor}",
+            "shared_bytes_per_block": dev.get_attribute(attr.MAX_SHARED_MEMORY_PER_BLOCK),
+            "max_threads_per_block": dev.get_attribute(attr.MAX_THREADS_PER_BLOCK)}
+
+
+def parse_target(target: str) -> dict[str, str]:
+    """{"arch": ..., "name": ...} from "cuda [-arch=sm_XY] [-name=...]" (either may be absent)."""
+    words = str(target).split()
+    if not words or words[0] != "cuda":
+        raise ValueError(f"not a cuda target: {target!r}")
+    out: dict[str, str] = {}
+    for w in words[1:]:
+        m = re.fullmatch(r"-(arch|name)=(\S+)", w)
+        if m is None:
+            raise ValueError(f"target {target!r}: unknown option {w!r}; expected -arch=sm_XY or -name=GPU_NAME")
+        out[m.group(1)] = m.group(2)
+    if "arch" in out and not re.fullmatch(r"sm_\d+a?", out["arch"]):
+        raise ValueError(f"target {target!r}: -arch must look like sm_80, got {out['arch']!r}")
+    return out
+
+
+def cuda_target_key(target: str = "cuda") -> str:
+    """The canonical key: arch and GPU name, from the target string or else from the device."""
+    opts = parse_target(target)
+    if "arch" not in opts:
+        try:
+            info = device_info()
+        except BuildError as exc:
+            raise BuildError(f"{exc}; to generate and compile kernels without a GPU, name the arch: "
+                             "target='cuda -arch=sm_90'") from None
+        opts = {"arch": info["arch"], "name": re.sub(r"\s+", "_", info["name"]), **opts}
+    key = f"cuda -arch={opts['arch']}"
+    return key + (f" -name={opts['name']}" if "name" in opts else "")

@@ -1,0 +1,226 @@
+"""GPU passes: the launch shape a kernel's bound loops imply (checked against the device's
+limits) and `__syncthreads()` barriers around the nests that fill shared memory.
+
+A lowered CUDA kernel is one root nest whose outer loops are bound to blockIdx; inside, loops
+bound to threadIdx run across the block's threads and every other loop runs in each thread.
+Read serially (every bound loop an ordinary loop), the IR computes the same values: that is
+how CUDA schedules are checked on a machine without a GPU (`autotune.testing.serialize_threads`).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ...errors import ScheduleError
+from ...te.expr import Call, Expr
+from ..functor import transform, uses_var, walk
+from ..nodes import Allocate, Buffer, Evaluate, For, ForKind, IfThenElse, Let, Load, PrimFunc, Seq, Stmt, Store
+
+BARRIER = "syncthreads"
+MAX_THREADS_PER_BLOCK = 1024
+MAX_BLOCK_DIM = {"x": 1024, "y": 1024, "z": 64}
+MAX_GRID_DIM = {"x": 2**31 - 1, "y": 65535, "z": 65535}
+SHARED_BYTES_LIMIT = 48 * 1024      # static __shared__ per block on every CUDA GPU since sm_20
+
+
+def barrier() -> Stmt:
+    return Evaluate(Call(BARRIER, (), "int32"))
+
+
+def is_barrier(s: Stmt) -> bool:
+    return isinstance(s, Evaluate) and isinstance(s.value, Call) and s.value.fn == BARRIER
+
+
+@dataclass(frozen=True)
+class LaunchShape:
+    """Grid and block dimensions (x, y, z) and the static shared memory of one kernel launch."""
+
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_bytes: int
+
+    @property
+    def threads(self) -> int:
+        return math.prod(self.block)
+
+    def to_json(self) -> dict:
+        return {"grid": list(self.grid), "block": list(self.block), "shared_bytes": self.shared_bytes}
+
+
+def _root_nest(func: PrimFunc) -> For:
+    body = func.body
+    while isinstance(body, Allocate) and body.buffer.scope in ("shared", "local"):
+        body = body.body
+    if isinstance(body, Allocate):
+        raise ScheduleError(f"{func.name}: intermediate {body.buffer.name} is computed at root, which a CUDA "
+                            "kernel cannot do (no grid-wide barrier); compute_at or compute_inline it")
+    if isinstance(body, Seq):
+        raise ScheduleError(f"{func.name}: a CUDA kernel is one root loop nest, found {len(body.stmts)}; "
+                            "compute_at or compute_inline every producer")
+    if not (isinstance(body, For) and body.kind is ForKind.THREAD_BOUND and body.thread.startswith("blockIdx")):
+        raise ScheduleError(f"{func.name}: the outermost loop of a CUDA kernel must be bound to blockIdx "
+                            "(s[T].bind(axis, te.thread_axis('blockIdx.x')))")
+    return body
+
+
+def _bound_extents(func: PrimFunc) -> dict[str, int]:
+    """The largest extent of each bound tag, checking that blocks enclose threads."""
+    dims: dict[str, int] = {}
+
+    def visit(s: Stmt, inside_thread: str | None) -> None:
+        if isinstance(s, For) and s.kind is ForKind.THREAD_BOUND and s.thread != "vthread":
+            if s.thread.startswith("blockIdx") and inside_thread is not None:
+                raise ScheduleError(f"{func.name}: loop {s.var.name} is bound to {s.thread} inside loop bound to "
+                                    f"{inside_thread}; bind block indices outside thread indices")
+            dims[s.thread] = max(dims.get(s.thread, 1), s.extent)
+            inside_thread = s.thread if s.thread.startswith("threadIdx") else inside_thread
+        for c in _stmt_children(s):
+            visit(c, inside_thread)
+
+    visit(func.body, None)
+    return dims
+
+
+def _stmt_children(s: Stmt) -> list[Stmt]:
+    if isinstance(s, (For, Allocate)):
+        return [s.body]
+    if isinstance(s, IfThenElse):
+        return [s.then_case] + ([s.else_case] if s.else_case is not None else [])
+    if isinstance(s, Seq):
+        return list(s.stmts)
+    if isinstance(s, Let):
+        return [s.body]
+    return []
+
+
+def shared_bytes(func: PrimFunc) -> int:
+    from ...dtype import dtype_info
+
+    total = 0
+
+    def add(n: object) -> None:
+        nonlocal total
+        if isinstance(n, Allocate) and n.buffer.scope == "shared":
+            total += n.buffer.size * dtype_info(n.buffer.dtype).bytes
+    walk(func.body, add)
+    return total
+
+
+def launch_shape(func: PrimFunc, shared_limit: int = SHARED_BYTES_LIMIT) -> LaunchShape:
+    """The launch a kernel needs; ScheduleError for a binding no GPU can run, before compiling."""
+    _root_nest(func)
+    dims = _bound_extents(func)
+    for tag, n in dims.items():
+        prefix, axis = tag.split(".")
+        limit = (MAX_BLOCK_DIM if prefix == "threadIdx" else MAX_GRID_DIM)[axis]
+        if n > limit:
+            raise ScheduleError(f"{func.name}: {tag} has extent {n}, over the limit {limit}")
+    block = tuple(dims.get(f"threadIdx.{a}", 1) for a in "xyz")
+    grid = tuple(dims.get(f"blockIdx.{a}", 1) for a in "xyz")
+    if math.prod(block) > MAX_THREADS_PER_BLOCK:
+        raise ScheduleError(f"{func.name}: {math.prod(block)} threads per block (block {block}), over the "
+                            f"limit {MAX_THREADS_PER_BLOCK}")
+    smem = shared_bytes(func)
+    if smem > shared_limit:
+        raise ScheduleError(f"{func.name}: {smem} bytes of shared memory per block, over the limit {shared_limit}")
+    return LaunchShape(grid, block, smem)  # type: ignore[arg-type]
+
+
+# -- barriers -------------------------------------------------------------------------------------
+def _fills_shared(s: Stmt) -> bool:
+    """Whether `s` writes a shared buffer it does not itself read (a producer nest)."""
+    written: set[Buffer] = set()
+    read: set[Buffer] = set()
+
+    def visit(n: object) -> None:
+        if isinstance(n, Store) and n.buffer.scope == "shared":
+            written.add(n.buffer)
+        elif isinstance(n, Load) and n.buffer.scope == "shared":
+            read.add(n.buffer)
+    walk(s, visit)
+    return bool(written - read)
+
+
+def insert_barriers(body: Stmt) -> Stmt:
+    """A barrier before and after each run of shared-memory fills: the fill completes before
+    any thread reads it, and the previous iteration's reads complete before it is overwritten."""
+
+    def post(n: object) -> Stmt | None:
+        if not isinstance(n, Seq) or not any(_fills_shared(c) for c in n.stmts):
+            return None
+        out: list[Stmt] = []
+        group: list[Stmt] = []
+        for c in n.stmts + (None,):
+            if c is not None and _fills_shared(c):
+                group.append(c)
+                continue
+            if group:
+                out += [barrier(), *group, barrier()]
+                group = []
+            if c is not None:
+                out.append(c)
+        return Seq(tuple(out))
+
+    return transform(body, post)
+
+
+def check_threads(func: PrimFunc, shape: LaunchShape) -> None:
+    """Reject what would race or deadlock on the GPU: a barrier that only some threads of a block
+    reach, and a reduction whose axis is bound to threads (all of them updating one element)."""
+    block = dict(zip((f"threadIdx.{a}" for a in "xyz"), shape.block))
+
+    def visit(s: Stmt, threads: list[For], divergent: str | None) -> None:
+        if is_barrier(s) and divergent is not None:
+            raise ScheduleError(f"{func.name}: a shared-memory barrier sits under {divergent}, which not every "
+                                "thread of the block reaches; bind the loops around a shared stage to full extents")
+        if isinstance(s, Store) and s.buffer.scope != "local":
+            _check_race(func, s, threads)
+        if isinstance(s, For) and s.kind is ForKind.THREAD_BOUND and s.thread in block:
+            if s.extent < block[s.thread] and divergent is None:
+                divergent = f"loop {s.var.name} ({s.thread} < {s.extent} of {block[s.thread]})"
+            threads = threads + [s]
+        if isinstance(s, IfThenElse) and divergent is None and any(uses_var(s.cond, t.var) for t in threads):
+            divergent = f"the condition {s.cond}"
+        for c in _stmt_children(s):
+            visit(c, threads, divergent)
+
+    visit(func.body, [], None)
+
+
+def _check_race(func: PrimFunc, s: Store, threads: list[For]) -> None:
+    updates: list[Expr] = []
+    walk(s.value, lambda n: updates.append(n) if isinstance(n, Load) and n.buffer is s.buffer else None)
+    if not updates:
+        return
+    indexed = {t.thread for t in threads if uses_var(s.index, t.var)}
+    for t in threads:
+        if t.extent > 1 and t.thread not in indexed:
+            raise ScheduleError(
+                f"{func.name}: every thread of {t.thread} (loop {t.var.name}) updates the same element of "
+                f"{s.buffer.name}: a reduction axis bound to threads is not supported; reduce per thread into a "
+                "shared stage indexed by the thread axis, then combine that stage")
+
+
+def serialize_threads(func: PrimFunc) -> PrimFunc:
+    """The kernel as a CPU program: bound loops run serially and shared buffers become local.
+    Bound loops are ordinary loops in the IR's semantics, so this computes what the GPU should;
+    it is how CUDA schedules are checked against numpy where there is no GPU."""
+    moved: dict[Buffer, Buffer] = {}
+
+    def local(b: Buffer) -> Buffer:
+        if b.scope != "shared":
+            return b
+        return moved.setdefault(b, Buffer(b.name, b.shape, b.dtype, "local"))
+
+    def post(n: object) -> object | None:
+        if isinstance(n, For) and n.kind is ForKind.THREAD_BOUND:
+            return For(n.var, n.extent, ForKind.SERIAL, n.body)
+        if isinstance(n, Allocate) and n.buffer.scope == "shared":
+            return Allocate(local(n.buffer), n.body)
+        if isinstance(n, Load) and n.buffer.scope == "shared":
+            return Load(local(n.buffer), n.index, n.predicate)
+        if isinstance(n, Store) and n.buffer.scope == "shared":
+            return Store(local(n.buffer), n.index, n.value, n.predicate)
+        return None
+
+    return PrimFunc(func.name, func.params, transform(func.body, post), func.attrs)

@@ -1,0 +1,306 @@
+"""CUDA codegen: kernels generated from schedules compile with nvcc (sm_80 and sm_90), compute
+what numpy does when their bound loops run serially on the CPU, and illegal bindings are refused
+before compiling. Tests that launch on a GPU skip without one."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import autotune
+from autotune import te
+from autotune.codegen import build_module
+from autotune.codegen.cuda import emit_cuda
+from autotune.codegen.nvcc import compile_cuda, nvcc_path
+from autotune.errors import BuildError, ScheduleError
+from autotune.ir.lower import lower
+from autotune.ir.passes.gpu import serialize_threads
+
+needs_nvcc = pytest.mark.skipif(nvcc_path() is None, reason="nvcc (CUDA toolkit) not installed")
+
+
+def _has_gpu() -> bool:
+    try:
+        from autotune.codegen.cuda_device import device_info
+        device_info()
+        return True
+    except Exception:
+        return False
+
+
+needs_gpu = pytest.mark.skipif(not _has_gpu(), reason="no CUDA GPU (or PyCUDA) on this machine")
+
+
+def _thread(tag: str) -> te.IterVar:
+    return te.thread_axis(tag)
+
+
+def elementwise(n: int = 1000, threads: int = 128, vector: int = 1):
+    A = te.placeholder((n,), name="A")
+    B = te.compute((n,), lambda i: te.exp(A[i]) * 2.0 + 1.0, name="B")
+    s = te.create_schedule(B.op)
+    bx, rest = s[B].split(B.op.axis[0], factor=threads * vector)
+    tx, vec = s[B].split(rest, factor=vector)
+    s[B].bind(bx, _thread("blockIdx.x"))
+    s[B].bind(tx, _thread("threadIdx.x"))
+    if vector > 1:
+        s[B].vectorize(vec)
+    return s, [A, B], lambda a: np.exp(a) * 2 + 1
+
+
+def tiled_matmul(M: int, N: int, K: int, block: int = 32, threads: int = 8, ktile: int = 8,
+                 fetch_x: int | None = None):
+    """A shared-memory tiled matmul: C in registers per thread, A and B tiles fetched cooperatively."""
+    A = te.placeholder((M, K), name="A")
+    B = te.placeholder((K, N), name="B")
+    k = te.reduce_axis((0, K), name="k")
+    C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    s = te.create_schedule(C.op)
+    AA, BB = s.cache_read(A, "shared", [C]), s.cache_read(B, "shared", [C])
+    CL = s.cache_write(C, "local")
+    by, yi = s[C].split(C.op.axis[0], factor=block)
+    bx, xi = s[C].split(C.op.axis[1], factor=block)
+    ty, yi = s[C].split(yi, nparts=threads)
+    tx, xi = s[C].split(xi, nparts=threads)
+    s[C].reorder(by, bx, ty, tx, yi, xi)
+    for axis, tag in ((by, "blockIdx.y"), (bx, "blockIdx.x"), (ty, "threadIdx.y"), (tx, "threadIdx.x")):
+        s[C].bind(axis, _thread(tag))
+    s[CL].compute_at(s[C], tx)
+    ko, ki = s[CL].split(s[CL].op.reduce_axis[0], factor=ktile)
+    s[CL].reorder(ko, ki, *s[CL].op.axis)
+    for X in (AA, BB):
+        s[X].compute_at(s[CL], ko)
+        fused = s[X].fuse(*s[X].op.axis)
+        fx = fetch_x or threads
+        _, inner = s[X].split(fused, factor=threads * fx)
+        t1, t2 = s[X].split(inner, nparts=threads)
+        s[X].bind(t1, _thread("threadIdx.y"))
+        s[X].bind(t2, _thread("threadIdx.x"))
+    return s, [A, B, C]
+
+
+def run_serially(s, args, *arrays):
+    build_module(serialize_threads(lower(s, args)))(*arrays)
+
+
+# -- numerics of the schedules (bound loops run serially) ----------------------------------------
+@pytest.mark.parametrize("vector", [1, 4])
+def test_elementwise_kernel_computes_numpy(vector):
+    s, args, ref = elementwise(1000, 64, vector)
+    a = np.random.default_rng(0).standard_normal(1000).astype("float32")
+    b = np.full(1000, np.nan, "float32")
+    run_serially(s, args, a, b)
+    np.testing.assert_allclose(b, ref(a), rtol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [(131, 97, 75), (64, 64, 64), (37, 53, 1)])
+def test_tiled_matmul_with_shared_tiles_computes_numpy(shape):
+    M, N, K = shape
+    s, args = tiled_matmul(M, N, K)
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((M, K)).astype("float32"), rng.standard_normal((K, N)).astype("float32")
+    c = np.full((M, N), np.nan, "float32")
+    run_serially(s, args, a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_shared_tile_covers_the_block_not_one_thread():
+    s, args = tiled_matmul(128, 128, 64, block=32, threads=8, ktile=8)
+    func = lower(s, args)
+    sizes = {b.name: b.size for b in _allocations(func.body)}
+    assert sizes["A.shared"] == 32 * 8 and sizes["B.shared"] == 8 * 32
+    assert sizes["C.local"] == 4 * 4
+
+
+def _allocations(body):
+    from autotune.ir.functor import walk
+    from autotune.ir.nodes import Allocate
+    out = []
+    walk(body, lambda n: out.append(n.buffer) if isinstance(n, Allocate) else None)
+    return out
+
+
+# -- the CUDA source ----------------------------------------------------------------------------
+def test_source_binds_indices_and_places_barriers_around_shared_fills():
+    s, args = tiled_matmul(131, 97, 75)
+    src, shape = emit_cuda(lower(s, args, name="mm"))
+    assert shape.grid == (4, 5, 1) and shape.block == (8, 8, 1) and shape.shared_bytes == 2 * 256 * 4
+    assert 'extern "C" __global__ void __launch_bounds__(64) mm_kernel(' in src
+    assert "__shared__ __align__(16) float A_shared[256];" in src
+    assert src.count("__syncthreads();") == 2     # before the fills (previous reads done) and after
+    assert "const int i_outer = blockIdx.y;" in src
+    assert "const float* __restrict__ A" in src and "float* __restrict__ C" in src
+
+
+def test_aligned_vector_accesses_become_float4():
+    s, args, _ = elementwise(1024, 64, 4)
+    src, _ = emit_cuda(lower(s, args))
+    assert "*(float4*)(B +" in src and "const float4" in src
+
+
+def test_unaligned_vector_accesses_go_lane_by_lane():
+    A = te.placeholder((1001,), name="A")
+    B = te.compute((1000,), lambda i: A[i + 1] * 2.0, name="B")
+    s = te.create_schedule(B.op)
+    bx, rest = s[B].split(B.op.axis[0], factor=256)
+    tx, vec = s[B].split(rest, factor=4)
+    s[B].bind(bx, _thread("blockIdx.x"))
+    s[B].bind(tx, _thread("threadIdx.x"))
+    s[B].vectorize(vec)
+    src, _ = emit_cuda(lower(s, [A, B]))
+    assert "const float4" not in src           # A[i + 1] is not 16-byte aligned
+
+
+@needs_nvcc
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_generated_kernels_compile_with_nvcc(arch):
+    for s, args in (elementwise(1000, 128, 1)[:2], elementwise(4096, 256, 4)[:2], tiled_matmul(131, 97, 75),
+                    tiled_matmul(256, 256, 256, block=64, threads=16, ktile=16)):
+        src, _ = emit_cuda(lower(s, args))
+        ptx = compile_cuda(src, arch, "ptx").decode()
+        assert f".target {arch}" in ptx
+
+
+@needs_nvcc
+def test_nvcc_errors_are_build_errors():
+    with pytest.raises(BuildError, match="nvcc failed for sm_80"):
+        compile_cuda("this is not CUDA", "sm_80")
+
+
+# -- illegal bindings, refused before compiling -------------------------------------------------
+def test_too_many_threads_per_block():
+    s, args, _ = elementwise(1 << 16, 2048)
+    with pytest.raises(ScheduleError, match="threadIdx.x has extent 2048, over the limit 1024"):
+        emit_cuda(lower(s, args))
+
+
+def test_too_many_threads_over_two_axes():
+    s, args = tiled_matmul(256, 256, 64, block=64, threads=64, ktile=8)
+    with pytest.raises(ScheduleError, match="4096 threads per block"):
+        emit_cuda(lower(s, args))
+
+
+def test_too_much_shared_memory():
+    s, args = tiled_matmul(1024, 1024, 1024, block=256, threads=16, ktile=32)
+    with pytest.raises(ScheduleError, match="bytes of shared memory per block, over the limit 49152"):
+        emit_cuda(lower(s, args))
+
+
+def test_kernel_without_block_binding():
+    A = te.placeholder((10,), name="A")
+    B = te.compute((10,), lambda i: A[i] + 1.0, name="B")
+    s = te.create_schedule(B.op)
+    with pytest.raises(ScheduleError, match="must be bound to blockIdx"):
+        emit_cuda(lower(s, [A, B]))
+
+
+def test_producer_left_at_root_needs_a_grid_barrier():
+    A = te.placeholder((100,), name="A")
+    T = te.compute((100,), lambda i: A[i] + 1.0, name="T")
+    B = te.compute((100,), lambda i: T[99 - i] * 2.0, name="B")
+    s = te.create_schedule(B.op)
+    for st in (s[T], s[B]):
+        o, i = st.split(st.op.axis[0], factor=32)
+        st.bind(o, _thread("blockIdx.x"))
+        st.bind(i, _thread("threadIdx.x"))
+    with pytest.raises(ScheduleError, match="intermediate T is computed at root"):
+        emit_cuda(lower(s, [A, B]))
+
+
+def test_reduction_axis_bound_to_threads_is_refused():
+    A = te.placeholder((16, 256), name="A")
+    k = te.reduce_axis((0, 256), name="k")
+    B = te.compute((16,), lambda i: te.sum(A[i, k], axis=k), name="B")
+    s = te.create_schedule(B.op)
+    ko, ki = s[B].split(k, factor=64)
+    s[B].bind(B.op.axis[0], _thread("blockIdx.x"))
+    s[B].bind(ki, _thread("threadIdx.x"))
+    with pytest.raises(ScheduleError, match="updates the same element of B"):
+        emit_cuda(lower(s, [A, B]))
+
+
+def test_block_index_inside_thread_index():
+    A = te.placeholder((64, 64), name="A")
+    B = te.compute((64, 64), lambda i, j: A[i, j] * 2.0, name="B")
+    s = te.create_schedule(B.op)
+    s[B].bind(B.op.axis[0], _thread("threadIdx.x"))
+    s[B].bind(B.op.axis[1], _thread("blockIdx.x"))
+    with pytest.raises(ScheduleError):
+        emit_cuda(lower(s, [A, B]))
+
+
+def test_barrier_under_a_partial_thread_loop():
+    # the fetch binds threadIdx.x to 16 threads, C to 8: C's loop is a branch around the barrier
+    s, args = tiled_matmul(64, 64, 64, block=32, threads=8, ktile=8, fetch_x=16)
+    with pytest.raises(ScheduleError, match="barrier sits under loop"):
+        emit_cuda(lower(s, args))
+
+
+def test_binding_one_thread_tag_twice_in_a_stage():
+    A = te.placeholder((64, 64), name="A")
+    B = te.compute((64, 64), lambda i, j: A[i, j] * 2.0, name="B")
+    s = te.create_schedule(B.op)
+    s[B].bind(B.op.axis[0], _thread("threadIdx.x"))
+    with pytest.raises(ScheduleError, match="threadIdx.x is already bound"):
+        s[B].bind(B.op.axis[1], te.thread_axis("threadIdx.x", name="tx"))
+
+
+def test_parallel_loop_in_a_cuda_kernel():
+    s, args, _ = elementwise(1000, 128)
+    A, B = args
+    s2 = te.create_schedule(B.op)
+    o, i = s2[B].split(B.op.axis[0], factor=128)
+    s2[B].bind(o, _thread("blockIdx.x"))
+    s2[B].parallel(i)
+    with pytest.raises(BuildError, match="parallel"):
+        emit_cuda(lower(s2, [A, B]))
+
+
+# -- targets and the runtime side without a GPU -------------------------------------------------
+def test_target_with_an_arch_needs_no_gpu():
+    from autotune.codegen.cuda_device import cuda_target_key
+    assert cuda_target_key("cuda -arch=sm_80") == "cuda -arch=sm_80"
+    assert cuda_target_key("cuda -arch=sm_90 -name=H100") == "cuda -arch=sm_90 -name=H100"
+    with pytest.raises(ValueError, match="-arch must look like sm_80"):
+        cuda_target_key("cuda -arch=80")
+    with pytest.raises(ValueError, match="unknown option"):
+        cuda_target_key("cuda -fast")
+
+
+@pytest.mark.skipif(_has_gpu(), reason="checks the error where there is no GPU")
+def test_build_for_cuda_without_a_gpu_says_what_is_missing():
+    s, args, _ = elementwise()
+    with pytest.raises(BuildError, match="PyCUDA|no GPU|driver"):
+        autotune.build(s, args, target="cuda")
+    with pytest.raises(BuildError, match="name the arch"):
+        autotune.build(s, args, target="cuda")
+
+
+# -- on a GPU -----------------------------------------------------------------------------------
+@needs_gpu
+def test_gpu_elementwise_and_matmul_match_numpy():
+    s, args, ref = elementwise(1000, 128, 4)
+    f = autotune.build(s, args, target="cuda")
+    a = np.random.default_rng(2).standard_normal(1000).astype("float32")
+    b = np.zeros(1000, "float32")
+    f(a, b)
+    np.testing.assert_allclose(b, ref(a), rtol=1e-5)
+    s, args = tiled_matmul(131, 97, 75)
+    f = autotune.build(s, args, target="cuda")
+    x, y = np.random.rand(131, 75).astype("float32"), np.random.rand(75, 97).astype("float32")
+    z = np.zeros((131, 97), "float32")
+    f(x, y, z)
+    np.testing.assert_allclose(z, x @ y, rtol=1e-4)
+    assert ".entry main_kernel" in f.get_source("ptx") and "__global__" in f.get_source("cuda")
+
+
+@needs_gpu
+def test_gpu_arrays_are_used_in_place():
+    import pycuda.gpuarray as gpuarray
+    s, args, ref = elementwise(1000, 128)
+    f = autotune.build(s, args, target="cuda")
+    a = np.random.default_rng(3).standard_normal(1000).astype("float32")
+    da, db = gpuarray.to_gpu(a), gpuarray.zeros(1000, np.float32)
+    f(da, db)
+    np.testing.assert_allclose(db.get(), ref(a), rtol=1e-5)
+    with pytest.raises(ValueError, match="expected shape"):
+        f(da, gpuarray.zeros(999, np.float32))
