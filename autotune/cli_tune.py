@@ -68,6 +68,10 @@ def _tune_one(op: str, shape: str, dtype: str, target: str, trials: int, tuner: 
     from tuning_db import TuningDB
 
     task = autotune.create_task(op, target=target, dtype=dtype, **parse_shape(shape))
+    if task.target_kind == "cuda":        # before the progress bar: no GPU is one line, not a bar
+        from autotune.codegen.cuda_device import check_measurable
+
+        check_measurable(task.target)
     database = TuningDB(db)
     with _StopOnInterrupt() as stop, _progress_bar(trials, f"tune {task.workload_key}") as bar:
         bar_task = bar.add_task("tune", total=trials, best=0.0, errors=0)
@@ -174,7 +178,8 @@ def _tune_plan(path: str, trials: int, tuner: str, db: str | None, seed: int | N
 @click.option("--shape", help="NAME=INT[,NAME=INT...], e.g. M=1024,N=1024,K=1024")
 @click.option("--plan", "plan", type=click.Path(), help="JSON file of tasks tuned in one job (shares --trials).")
 @click.option("--dtype", default="float32", show_default=True)
-@click.option("--target", default="llvm", show_default=True, type=click.Choice(["llvm", "cuda"]))
+@click.option("--target", default="llvm", show_default=True,
+              help="llvm (this CPU), cuda (this machine's GPU) or 'cuda -arch=sm_90' (compile for an arch).")
 @click.option("--trials", default=64, show_default=True, type=click.IntRange(1))
 @click.option("--tuner", default="xgb", show_default=True, type=click.Choice(["xgb", "ga", "random", "grid"]))
 @click.option("--db", default=None, help="Tuning database (path or SQLAlchemy URL); default $AUTOTUNE_DB or ./tuning.db")

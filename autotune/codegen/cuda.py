@@ -15,8 +15,8 @@ from ..dtype import dtype_info
 from ..errors import BuildError
 from ..ir.bounds import const_bound
 from ..ir.nodes import (Allocate, Broadcast, Evaluate, For, ForKind, IfThenElse, Let, Load, PrimFunc, Ramp,
-                        Seq, Stmt, Store)
-from ..ir.passes.gpu import BARRIER, LaunchShape, check_threads, insert_barriers, launch_shape
+                        Seq, Stmt, Store, ThreadAllReduce)
+from ..ir.passes.gpu import BARRIER, LaunchShape, allreduce_warps, check_threads, insert_barriers, launch_shape
 from ..te.expr import And, Binary, BinOp, Call, Cast, Compare, Const, Expr, Not, Or, Select, Var
 
 PRELUDE = """\
@@ -218,6 +218,8 @@ class CudaEmitter:
             self.stmt(s.body)
         elif t is Evaluate and isinstance(s.value, Call) and s.value.fn == BARRIER:
             self.line("__syncthreads();")
+        elif t is ThreadAllReduce:
+            self.allreduce(s)
         else:
             raise BuildError(f"cuda codegen: no rule for statement {t.__name__}")
 
@@ -285,6 +287,39 @@ class CudaEmitter:
                 known[id(n)] = lanes
         walk(value, visit)
         return known
+
+    def allreduce(self, s: ThreadAllReduce) -> None:
+        """Butterfly shuffles within each warp (every lane ends with its row's total); a row of
+        threadIdx.x wider than a warp then exchanges one partial per warp through shared memory."""
+        acc = self.name(s.buffer, s.buffer.name)
+        ctype = dtype_info(s.buffer.dtype).cuda
+        width, (_, by, bz) = self.shape.block[0], self.shape.block
+        op = {"sum": "{a} + {b}", "max": "at_max({a}, {b})", "min": "at_min({a}, {b})"}[s.combiner]
+        threads = width * by * bz
+        self.line("{")
+        self.indent += 1
+        self.line("const int at_lane = (threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x;")
+        self.line(f"const int at_live = {threads} - (at_lane & ~31);   // threads in this warp")
+        self.line("const unsigned at_mask = at_live >= 32 ? 0xffffffffu : ((1u << at_live) - 1u);")
+        self.line(f"{ctype} at_v = {acc}[0];")
+        offset = min(width, 32) // 2
+        while offset:
+            self.line("at_v = " + op.format(a="at_v", b=f"__shfl_xor_sync(at_mask, at_v, {offset})") + ";")
+            offset //= 2
+        warps = allreduce_warps(self.shape.block)
+        if warps:
+            scratch = self.name(("scratch", id(s)), f"{s.buffer.name}_scratch")
+            self.shared.append(f"__shared__ {ctype} {scratch}[{by * bz * warps}];")
+            row = f"(threadIdx.z * {by} + threadIdx.y) * {warps}"
+            self.line("__syncthreads();      // the previous use of the scratch is over")
+            self.line(f"if ((threadIdx.x & 31) == 0) {scratch}[{row} + (threadIdx.x >> 5)] = at_v;")
+            self.line("__syncthreads();")
+            self.line(f"at_v = {scratch}[{row}];")
+            self.line(f"for (int at_w = 1; at_w < {warps}; ++at_w) at_v = "
+                      + op.format(a="at_v", b=f"{scratch}[{row} + at_w]") + ";")
+        self.line(f"{acc}[0] = at_v;")
+        self.indent -= 1
+        self.line("}")
 
     def allocate(self, s: Allocate) -> None:
         b = s.buffer

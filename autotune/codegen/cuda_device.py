@@ -97,3 +97,15 @@ def cuda_target_key(target: str = "cuda") -> str:
         opts = {"arch": info["arch"], "name": re.sub(r"\s+", "_", info["name"]), **opts}
     key = f"cuda -arch={opts['arch']}"
     return key + (f" -name={opts['name']}" if "name" in opts else "")
+
+
+def check_measurable(target_key: str) -> None:
+    """BuildError unless this machine's GPU can run kernels for `target_key` (tuning measures
+    every candidate on it: without one, every candidate would fail)."""
+    want = parse_target(target_key)["arch"]
+    try:
+        here = device_info()["arch"]
+    except BuildError as exc:
+        raise BuildError(f"tuning for {target_key!r} measures kernels on the GPU: {exc}") from None
+    if here != want:
+        raise BuildError(f"tuning for {target_key!r} measures kernels on the GPU, but this GPU is {here}")

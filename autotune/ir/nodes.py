@@ -179,6 +179,18 @@ class Evaluate(Stmt):
 
 
 @dataclass(frozen=True, slots=True, eq=False)
+class ThreadAllReduce(Stmt):
+    """GPU: combine `buffer[0]` (a local accumulator) across the threads of `thread` (e.g.
+    "threadIdx.x") with `combiner` ("sum", "max", "min"); afterwards every one of those threads
+    holds the total. Lowered from a reduction whose axis is bound to threads. Read serially (one
+    accumulator for all iterations of the bound loop) it is a no-op."""
+
+    buffer: Buffer
+    combiner: str
+    thread: str
+
+
+@dataclass(frozen=True, slots=True, eq=False)
 class Seq(Stmt):
     """Statements in order."""
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..te.printer import PRINTERS, expr_str
 from .nodes import (Allocate, Broadcast, Evaluate, For, ForKind, IfThenElse, Let, Load, PrimFunc,
-                    Ramp, Seq, Stmt, Store)
+                    Ramp, Seq, Stmt, Store, ThreadAllReduce)
 
 
 def _load(e: Load) -> str:
@@ -43,6 +43,8 @@ def _lines(s: Stmt, indent: int, out: list[str]) -> None:
         _lines(s.body, indent, out)
     elif t is Evaluate:
         out.append(f"{pad}{expr_str(s.value)}")
+    elif t is ThreadAllReduce:
+        out.append(f"{pad}{s.buffer.name}[0] = allreduce_{s.combiner}({s.buffer.name}[0]) over {s.thread}")
     elif t is Seq:
         for x in s.stmts:
             _lines(x, indent, out)

@@ -19,7 +19,7 @@ from ..te.traversal import substitute, transform
 from .bounds import const_bound
 from .functor import uses_var
 from .infer_bound import BoundInference, pass_up
-from .nodes import Allocate, Buffer, For, ForKind, IfThenElse, Load, Stmt, Store, seq
+from .nodes import Allocate, Buffer, For, ForKind, IfThenElse, Load, Stmt, Store, ThreadAllReduce, seq
 
 _KINDS = {"serial": ForKind.SERIAL, "vectorize": ForKind.VECTORIZED, "unroll": ForKind.UNROLLED,
           "parallel": ForKind.PARALLEL, "bind": ForKind.THREAD_BOUND}
@@ -152,11 +152,16 @@ class NestBuilder:
         src = self.access(body.source)
         if body.condition is not None:
             src = Select(self.access(body.condition), src, reduce_identity(body.combiner, body.dtype))
-        update = Store(buf, out_index, combine(body.combiner, Load(buf, out_index), src))
-        reduce_vars = [iv.var for iv in rest if iv.kind == "reduce"]
 
         def is_common(g: Expr) -> bool:
             return not any(uses_var(g, iv.var) for iv in rest)
+
+        threads = [st.attr_of(iv).thread for iv in rest if st.attr_of(iv).kind == "bind"]
+        if threads:
+            return self._cross_thread_reduction(st, common, rest, body, src, buf, out_index, guards,
+                                                threads, is_common)
+        update = Store(buf, out_index, combine(body.combiner, Load(buf, out_index), src))
+        reduce_vars = [iv.var for iv in rest if iv.kind == "reduce"]
 
         update_nest = self._loops(st, rest, [iv.var for iv in rest], update,
                                   [g for g in guards if not is_common(g)], with_top=False)
@@ -168,6 +173,30 @@ class NestBuilder:
         init_nest = self._loops(st, init_leaves, [fresh[iv.var] for iv in init_leaves], init, init_guards,
                                 with_top=False, attach=False)
         return self._loops(st, common, [iv.var for iv in common], seq(init_nest, update_nest),
+                           [g for g in guards if is_common(g)], with_top=True)
+
+    def _cross_thread_reduction(self, st: Stage, common: list[IterVar], rest: list[IterVar], body: Reduce,
+                                src: Expr, buf: Buffer, out_index: Expr, guards: list[Expr], threads: list,
+                                is_common) -> Stmt:
+        """A reduction with an axis bound to threads (TVM's cross-thread reduction): each thread
+        accumulates its share in a local, the threads combine their locals (ThreadAllReduce),
+        then the total is stored."""
+        where = f"{st.name}: reduction over {threads[0].thread_tag}"
+        if any(iv.kind != "reduce" for iv in rest):
+            raise ScheduleError(f"{where}: every loop inside the first reduction loop must be a reduction "
+                                "loop; reorder the data axes outside")
+        if len(threads) > 1 or threads[0].thread_tag != "threadIdx.x":
+            tags = ", ".join(t.thread_tag for t in threads)
+            raise ScheduleError(f"{st.name}: a reduction axis may be bound to threadIdx.x only, got {tags}")
+        acc = Buffer(f"{st.name}.red", (1,), body.dtype, "local")
+        zero = Const(0, "int32")
+        update = Store(acc, zero, combine(body.combiner, Load(acc, zero), src))
+        update_nest = self._loops(st, rest, [iv.var for iv in rest], update,
+                                  [g for g in guards if not is_common(g)], with_top=False)
+        inner = Allocate(acc, seq(Store(acc, zero, reduce_identity(body.combiner, body.dtype)), update_nest,
+                                  ThreadAllReduce(acc, body.combiner, "threadIdx.x"),
+                                  Store(buf, out_index, Load(acc, zero))))
+        return self._loops(st, common, [iv.var for iv in common], inner,
                            [g for g in guards if is_common(g)], with_top=True)
 
     def _loops(self, st: Stage, leaves: list[IterVar], loop_vars: list[Var], inner: Stmt,

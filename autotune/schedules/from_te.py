@@ -83,12 +83,12 @@ def create_task_from_te(outputs: Tensor | Sequence[Tensor], inputs: Sequence[Ten
     old = TEMPLATES.get((name, kind))
     if old is not None and not getattr(old.func, "from_te", False):
         raise ValueError(f"create_task_from_te: {name!r} is already the name of a registered op; choose another")
-    schedule_auto(ConfigSpace(), _new_schedule(outs), outs)     # unsupported computations fail here, early
+    _auto_schedule(kind)(ConfigSpace(), _new_schedule(outs), outs)   # unsupported computations fail here, early
     fp = fingerprint(outs, ins)
     ref = reference if reference is not None else (lambda *arrays: evaluate_te(outs, ins, arrays))
     doc = description or f"generic schedule of a te computation ({', '.join(t.name for t in outs)})"
     template(name, reference=lambda *arrays, **_: ref(*arrays), target=kind,
-             description=doc)(_generic_template(outs, ins, name, module, fp))
+             description=doc)(_generic_template(outs, ins, name, module, fp, kind))
     return create_task(name, target=target, dtype=outs[0].dtype, fingerprint=fp)
 
 
@@ -96,9 +96,21 @@ def _new_schedule(outs: Sequence[Tensor]) -> Schedule:
     return Schedule([t.op for t in outs])
 
 
-def _generic_template(outs: list[Tensor], ins: list[Tensor], name: str, module: str, fp: int) -> Callable:
+def _auto_schedule(kind: str) -> Callable[..., Any]:
+    """The generic schedule of a target: `generic.schedule_auto` for the CPU, the CUDA one
+    (injective computations as one kernel) for "cuda"."""
+    if kind == "cuda":
+        from .cuda.generic import schedule_auto as cuda_schedule_auto
+
+        return cuda_schedule_auto
+    return schedule_auto
+
+
+def _generic_template(outs: list[Tensor], ins: list[Tensor], name: str, module: str, fp: int,
+                      kind: str = "llvm") -> Callable:
     """The template function of a te computation, owned by the module that defined it (workers
     import that module to find it)."""
+    auto = _auto_schedule(kind)
 
     def generic_template(cfg: Any, fingerprint: int, dtype: str = outs[0].dtype) -> tuple[Schedule, list[Tensor]]:
         if fingerprint != fp:
@@ -107,7 +119,7 @@ def _generic_template(outs: list[Tensor], ins: list[Tensor], name: str, module: 
         if dtype != outs[0].dtype:
             raise ValueError(f"{name}: the te computation's output dtype is {outs[0].dtype}, not {dtype}")
         s = _new_schedule(outs)
-        schedule_auto(cfg, s, outs)
+        auto(cfg, s, outs)
         return s, [*ins, *outs]
 
     generic_template.__module__ = module

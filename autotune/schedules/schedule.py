@@ -206,6 +206,14 @@ class Stage:
               f"{where} at {parent.name}.{axis.name}: {parent.name} does not consume {self.name}")
         self.attach, self.attach_stage, self.attach_ivar = "scope", parent, axis
 
+    def set_scope(self, scope: str) -> None:
+        """Where the stage's buffer lives when it is not an argument: "global", "local" (per
+        thread) or "shared" (per GPU block)."""
+        from .dataflow import SCOPES
+
+        check(scope in SCOPES, f"set_scope of {self.name}: unknown scope {scope!r}; expected one of {SCOPES}")
+        self.scope = scope
+
     def compute_inline(self) -> None:
         """Substitute this stage's expression into its consumers (no buffer, no loops)."""
         self._require_compute("compute_inline")

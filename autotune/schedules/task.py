@@ -180,10 +180,12 @@ class Task:
 
 
 def _load_templates(op: str | None = None) -> None:
-    """Register the built-in templates of `op` (every target), or all of them (op None)."""
-    from . import cpu
+    """Register the built-in templates of `op` for every target, or all of them (op None)."""
+    from . import cpu, cuda
 
     cpu.load(op)
+    if op is None or op in cuda.MODULE_OF_OP:
+        cuda.load(op)
 
 
 def create_task(op: str, target: str = "llvm", dtype: str = "float32", **params: Any) -> Task:

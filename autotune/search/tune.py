@@ -77,6 +77,10 @@ def tune(task: Task, trials: int = 64, tuner: str = "xgb", db: Any = None, early
         raise TypeError(f"tune expects a Task (autotune.create_task), got {type(task).__name__}")
     if trials < 1 or batch_size < 1:
         raise ValueError(f"trials and batch_size must be >= 1, got {trials} and {batch_size}")
+    if task.target_kind == "cuda" and measurer is None:
+        from ..codegen.cuda_device import check_measurable
+
+        check_measurable(task.target)
     database = _open_db(db)
     strategy = make_tuner(tuner, task, seed)
     previous = database.records(task.workload_key, task.target)

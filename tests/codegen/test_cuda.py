@@ -206,16 +206,70 @@ def test_producer_left_at_root_needs_a_grid_barrier():
         emit_cuda(lower(s, [A, B]))
 
 
-def test_reduction_axis_bound_to_threads_is_refused():
+def row_reduction(rows: int, cols: int, threads: int, combiner=te.sum):
+    A = te.placeholder((rows, cols), name="A")
+    k = te.reduce_axis((0, cols), name="k")
+    B = te.compute((rows,), lambda i: combiner(A[i, k], axis=k), name="B")
+    s = te.create_schedule(B.op)
+    ko, ki = s[B].split(k, factor=threads)
+    s[B].reorder(B.op.axis[0], ki, ko)
+    s[B].bind(B.op.axis[0], _thread("blockIdx.x"))
+    s[B].bind(ki, _thread("threadIdx.x"))
+    return s, [A, B]
+
+
+@pytest.mark.parametrize("threads", [8, 32, 128, 1024])
+@pytest.mark.parametrize("combiner,ref", [(te.sum, np.sum), (te.max, np.max), (te.min, np.min)])
+def test_reduction_across_threads(threads, combiner, ref):
+    s, args = row_reduction(13, 1301, threads, combiner)
+    a = np.random.default_rng(4).standard_normal((13, 1301)).astype("float32")
+    b = np.full(13, np.nan, "float32")
+    run_serially(s, args, a, b)
+    np.testing.assert_allclose(b, ref(a, axis=1), rtol=1e-5, atol=1e-5)
+    src, shape = emit_cuda(lower(s, args))
+    assert "__shfl_xor_sync" in src
+    assert ("_scratch[" in src) == (threads > 32)
+    assert shape.shared_bytes == (4 * threads // 32 if threads > 32 else 0)
+
+
+@needs_nvcc
+def test_reduction_across_threads_compiles():
+    for threads in (16, 256):
+        src, _ = emit_cuda(lower(*row_reduction(13, 301, threads)))
+        assert ".target sm_90" in compile_cuda(src, "sm_90").decode()
+
+
+def test_reduction_across_threads_needs_a_power_of_two_width():
+    with pytest.raises(ScheduleError, match="power-of-two block width, got 96"):
+        emit_cuda(lower(*row_reduction(13, 301, 96)))
+
+
+def test_reduction_bound_to_threadidx_y_is_refused():
     A = te.placeholder((16, 256), name="A")
     k = te.reduce_axis((0, 256), name="k")
     B = te.compute((16,), lambda i: te.sum(A[i, k], axis=k), name="B")
     s = te.create_schedule(B.op)
     ko, ki = s[B].split(k, factor=64)
     s[B].bind(B.op.axis[0], _thread("blockIdx.x"))
-    s[B].bind(ki, _thread("threadIdx.x"))
-    with pytest.raises(ScheduleError, match="updates the same element of B"):
-        emit_cuda(lower(s, [A, B]))
+    s[B].bind(ki, _thread("threadIdx.y"))
+    with pytest.raises(ScheduleError, match="threadIdx.x only"):
+        lower(s, [A, B])
+
+
+def test_threads_updating_one_shared_element_race():
+    # a shared reduction stage inside C's thread loop, its own loops not bound: every thread
+    # would read-modify-write the same shared elements
+    A = te.placeholder((64, 64), name="A")
+    k = te.reduce_axis((0, 64), name="k")
+    R = te.compute((64,), lambda i: te.sum(A[i, k], axis=k), name="R")
+    C = te.compute((64, 64), lambda i, j: A[i, j] / R[i], name="C")
+    s = te.create_schedule(C.op)
+    s[R].set_scope("shared")
+    s[C].bind(C.op.axis[0], _thread("blockIdx.x"))
+    s[C].bind(C.op.axis[1], _thread("threadIdx.x"))
+    s[R].compute_at(s[C], C.op.axis[1])
+    with pytest.raises(ScheduleError, match="updates the same element of R"):
+        emit_cuda(lower(s, [A, C]))
 
 
 def test_block_index_inside_thread_index():

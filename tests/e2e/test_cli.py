@@ -75,7 +75,8 @@ def test_ops_lists_the_templates():
     (["tune", "matmul", "--shape", "M=4,N=4"], "missing parameter"),
     (["tune", "matmul", "--shape", "M=4,Q=3,N=4,K=4"], "unknown parameter"),
     (["tune", "matmul", "--shape", "M=four"], "malformed --shape"),
-    (["tune", "matmul", "--shape", "M=4,N=4,K=4", "--target", "opencl"], "Invalid value for '--target'"),
+    (["tune", "matmul", "--shape", "M=4,N=4,K=4", "--target", "opencl"], "unknown target 'opencl'"),
+    (["tune", "matmul", "--shape", "M=4,N=4,K=4", "--target", "cuda -arch=80"], "-arch must look like sm_80"),
     (["db", "workloads", "--db", "/nonexistent/dir/x.db"], "does not exist"),
     (["db", "show", "nope()float32", "--db", "{notdb}"], "not a tuning database"),
     (["tune", "--plan", "{badplan}"], "not valid JSON"),
@@ -159,3 +160,22 @@ def test_op_library_ops_tune_from_the_cli_and_load_as_tuned(tmp_path):
     want = (x - x.mean(1, keepdims=True)) / np.sqrt(x.var(1, keepdims=True) + 1e-5)
     np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(s, x[:5, :37].sum(1), rtol=1e-4, atol=1e-4)
+
+
+def _gpu_present() -> bool:
+    try:
+        from autotune.codegen.cuda_device import device_info
+        device_info()
+        return True
+    except Exception:
+        return False
+
+
+@pytest.mark.skipif(_gpu_present(), reason="checks the message on a machine without a GPU")
+@pytest.mark.parametrize("target", ["cuda", "cuda -arch=sm_90"])
+def test_tuning_for_cuda_without_a_gpu_is_one_line(target, tmp_path):
+    p = cli("tune", "matmul", "--shape", "M=64,N=64,K=64", "--target", target, "--db", str(tmp_path / "t.db"),
+            check=False)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    assert len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr
+    assert "PyCUDA" in p.stderr or "GPU" in p.stderr

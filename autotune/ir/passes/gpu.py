@@ -13,8 +13,9 @@ from dataclasses import dataclass
 
 from ...errors import ScheduleError
 from ...te.expr import Call, Expr
-from ..functor import transform, uses_var, walk
-from ..nodes import Allocate, Buffer, Evaluate, For, ForKind, IfThenElse, Let, Load, PrimFunc, Seq, Stmt, Store
+from ..functor import children, transform, uses_var, walk
+from ..nodes import (Allocate, Buffer, Evaluate, For, ForKind, IfThenElse, Let, Load, PrimFunc, Seq, Stmt, Store,
+                     ThreadAllReduce, seq)
 
 BARRIER = "syncthreads"
 MAX_THREADS_PER_BLOCK = 1024
@@ -106,6 +107,24 @@ def shared_bytes(func: PrimFunc) -> int:
     return total
 
 
+def allreduce_warps(block: tuple[int, ...]) -> int:
+    """Warps per row of threadIdx.x whose partial results an all-reduce exchanges through shared
+    memory (0 when the row fits in one warp and shuffles alone suffice)."""
+    return block[0] // 32 if block[0] > 32 else 0
+
+
+def _allreduce_scratch_bytes(func: PrimFunc, block: tuple[int, ...]) -> int:
+    from ...dtype import dtype_info
+
+    reduces: list[ThreadAllReduce] = []
+    walk(func.body, lambda n: reduces.append(n) if isinstance(n, ThreadAllReduce) else None)
+    if reduces and block[0] & (block[0] - 1):
+        raise ScheduleError(f"{func.name}: a reduction across threadIdx.x needs a power-of-two block width, "
+                            f"got {block[0]}")
+    rows = block[1] * block[2] * allreduce_warps(block)
+    return sum(rows * dtype_info(r.buffer.dtype).bytes for r in reduces)
+
+
 def launch_shape(func: PrimFunc, shared_limit: int = SHARED_BYTES_LIMIT) -> LaunchShape:
     """The launch a kernel needs; ScheduleError for a binding no GPU can run, before compiling."""
     _root_nest(func)
@@ -120,46 +139,75 @@ def launch_shape(func: PrimFunc, shared_limit: int = SHARED_BYTES_LIMIT) -> Laun
     if math.prod(block) > MAX_THREADS_PER_BLOCK:
         raise ScheduleError(f"{func.name}: {math.prod(block)} threads per block (block {block}), over the "
                             f"limit {MAX_THREADS_PER_BLOCK}")
-    smem = shared_bytes(func)
+    smem = shared_bytes(func) + _allreduce_scratch_bytes(func, block)
     if smem > shared_limit:
         raise ScheduleError(f"{func.name}: {smem} bytes of shared memory per block, over the limit {shared_limit}")
     return LaunchShape(grid, block, smem)  # type: ignore[arg-type]
 
 
 # -- barriers -------------------------------------------------------------------------------------
-def _fills_shared(s: Stmt) -> bool:
-    """Whether `s` writes a shared buffer it does not itself read (a producer nest)."""
-    written: set[Buffer] = set()
-    read: set[Buffer] = set()
+def shared_accesses(s: Stmt) -> tuple[set[Buffer], set[Buffer]]:
+    """(read, written) shared buffers of `s`. A store that reads its own element (an accumulation,
+    `P[t] = P[t] + x`) counts as a write only: a thread re-reading what it wrote needs no barrier."""
+    reads: set[Buffer] = set()
+    writes: set[Buffer] = set()
 
-    def visit(n: object) -> None:
-        if isinstance(n, Store) and n.buffer.scope == "shared":
-            written.add(n.buffer)
-        elif isinstance(n, Load) and n.buffer.scope == "shared":
-            read.add(n.buffer)
-    walk(s, visit)
-    return bool(written - read)
+    def visit(n: object, own: Buffer | None) -> None:
+        if isinstance(n, Store):
+            if n.buffer.scope == "shared":
+                writes.add(n.buffer)
+            for c in children(n):
+                visit(c, n.buffer)
+            return
+        if isinstance(n, Load) and n.buffer.scope == "shared" and n.buffer is not own:
+            reads.add(n.buffer)
+        for c in children(n):
+            visit(c, own)
+
+    visit(s, None)
+    return reads, writes
+
+
+def _sync_seq(seq_node: Seq) -> Seq | None:
+    """A barrier before each statement that reads shared memory written since the last barrier,
+    or writes shared memory read since then (TVM's storage sync, one level at a time)."""
+    out: list[Stmt] = []
+    read: set[Buffer] = set()
+    written: set[Buffer] = set()
+    for c in seq_node.stmts:
+        if is_barrier(c):
+            read, written = set(), set()
+        r, w = shared_accesses(c)
+        if (r & written) or (w & read):
+            out.append(barrier())
+            read, written = set(), set()
+        out.append(c)
+        read |= r
+        written |= w
+    return Seq(tuple(out)) if len(out) != len(seq_node.stmts) else None
+
+
+def _sync_loop(loop: For) -> For | None:
+    """A barrier at the top of a loop whose iterations write shared memory that other statements
+    of the loop read: the next iteration's writes wait for this iteration's reads."""
+    if loop.kind is ForKind.THREAD_BOUND and loop.thread != "vthread":
+        return None                   # not a loop in the kernel: one iteration per thread or block
+    r, w = shared_accesses(loop.body)
+    if not (r & w):
+        return None
+    return For(loop.var, loop.extent, loop.kind, seq(barrier(), loop.body), loop.thread)
 
 
 def insert_barriers(body: Stmt) -> Stmt:
-    """A barrier before and after each run of shared-memory fills: the fill completes before
-    any thread reads it, and the previous iteration's reads complete before it is overwritten."""
+    """`__syncthreads()` wherever one thread may read or overwrite shared memory another thread
+    wrote or reads: between dependent statements, and at the top of loops that refill a buffer."""
 
     def post(n: object) -> Stmt | None:
-        if not isinstance(n, Seq) or not any(_fills_shared(c) for c in n.stmts):
-            return None
-        out: list[Stmt] = []
-        group: list[Stmt] = []
-        for c in n.stmts + (None,):
-            if c is not None and _fills_shared(c):
-                group.append(c)
-                continue
-            if group:
-                out += [barrier(), *group, barrier()]
-                group = []
-            if c is not None:
-                out.append(c)
-        return Seq(tuple(out))
+        if isinstance(n, Seq):
+            return _sync_seq(n)
+        if isinstance(n, For):
+            return _sync_loop(n)
+        return None
 
     return transform(body, post)
 
@@ -170,7 +218,7 @@ def check_threads(func: PrimFunc, shape: LaunchShape) -> None:
     block = dict(zip((f"threadIdx.{a}" for a in "xyz"), shape.block))
 
     def visit(s: Stmt, threads: list[For], divergent: str | None) -> None:
-        if is_barrier(s) and divergent is not None:
+        if (is_barrier(s) or isinstance(s, ThreadAllReduce)) and divergent is not None:
             raise ScheduleError(f"{func.name}: a shared-memory barrier sits under {divergent}, which not every "
                                 "thread of the block reaches; bind the loops around a shared stage to full extents")
         if isinstance(s, Store) and s.buffer.scope != "local":
@@ -213,6 +261,8 @@ def serialize_threads(func: PrimFunc) -> PrimFunc:
         return moved.setdefault(b, Buffer(b.name, b.shape, b.dtype, "local"))
 
     def post(n: object) -> object | None:
+        if isinstance(n, ThreadAllReduce):
+            return Seq(())
         if isinstance(n, For) and n.kind is ForKind.THREAD_BOUND:
             return For(n.var, n.extent, ForKind.SERIAL, n.body)
         if isinstance(n, Allocate) and n.buffer.scope == "shared":

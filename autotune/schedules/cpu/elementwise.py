@@ -64,43 +64,47 @@ BINARY: dict[str, tuple[Callable[..., te.Tensor], Callable[..., Any]]] = {
 }
 
 
-def _unary(name: str, compute: Callable[[te.Tensor], te.Tensor], ref: Callable, what: str) -> None:
-    def unary_template(cfg: Any, shape: Any, dtype: str = "float32"):
-        x = te.placeholder(as_shape(shape, name, "shape"), dtype, name="x")
-        y = compute(x)
-        return injective_schedule(cfg, y), [x, y]
-
-    unary_template.__name__ = unary_template.__qualname__ = f"{name}_template"
-    template(name, reference=_exact(ref), description=f"y = {what}, elementwise over `shape`")(unary_template)
-
-
-def _binary(name: str, compute: Callable[..., te.Tensor], ref: Callable) -> None:
-    def binary_template(cfg: Any, a_shape: Any, b_shape: Any, dtype: str = "float32"):
-        a = te.placeholder(as_shape(a_shape, name, "a_shape"), dtype, name="a")
-        b = te.placeholder(as_shape(b_shape, name, "b_shape"), dtype, name="b")
-        y = compute(a, b)
-        return injective_schedule(cfg, y), [a, b, y]
-
-    binary_template.__name__ = binary_template.__qualname__ = f"{name}_template"
-    template(name, reference=_exact(ref),
-             description=f"y = {name}(a, b) with numpy broadcasting of a_shape and b_shape")(binary_template)
-
-
-for _name, (_compute, _ref, _what) in UNARY.items():
-    _unary(_name, _compute, _ref, _what)
-for _name, (_compute, _ref) in BINARY.items():
-    _binary(_name, _compute, _ref)
-
-
 def _where_reference(cond: np.ndarray, a: np.ndarray, b: np.ndarray, **_: Any) -> np.ndarray:
     return np.where(cond, a, b)
 
 
-@template("where", reference=_where_reference,
-          description="y = a where cond else b (cond bool), numpy broadcasting of all three shapes")
-def where_template(cfg: Any, cond_shape: Any, a_shape: Any, b_shape: Any, dtype: str = "float32"):
-    cond = te.placeholder(as_shape(cond_shape, "where", "cond_shape"), "bool", name="cond")
-    a = te.placeholder(as_shape(a_shape, "where", "a_shape"), dtype, name="a")
-    b = te.placeholder(as_shape(b_shape, "where", "b_shape"), dtype, name="b")
-    y = topi.where(cond, a, b)
-    return injective_schedule(cfg, y), [cond, a, b, y]
+def register_elementwise(target: str, schedule: Callable[[Any, te.Tensor], Any]) -> None:
+    """Register every elementwise op (UNARY, BINARY, where) for `target`, each output scheduled
+    by `schedule(cfg, y)`: the computes, parameters and references are shared by every target."""
+    def unary(name: str, compute: Callable[[te.Tensor], te.Tensor], ref: Callable, what: str) -> None:
+        def unary_template(cfg: Any, shape: Any, dtype: str = "float32"):
+            x = te.placeholder(as_shape(shape, name, "shape"), dtype, name="x")
+            y = compute(x)
+            return schedule(cfg, y), [x, y]
+
+        unary_template.__name__ = unary_template.__qualname__ = f"{name}_template"
+        template(name, reference=_exact(ref), target=target,
+                 description=f"y = {what}, elementwise over `shape`")(unary_template)
+
+    def binary(name: str, compute: Callable[..., te.Tensor], ref: Callable) -> None:
+        def binary_template(cfg: Any, a_shape: Any, b_shape: Any, dtype: str = "float32"):
+            a = te.placeholder(as_shape(a_shape, name, "a_shape"), dtype, name="a")
+            b = te.placeholder(as_shape(b_shape, name, "b_shape"), dtype, name="b")
+            y = compute(a, b)
+            return schedule(cfg, y), [a, b, y]
+
+        binary_template.__name__ = binary_template.__qualname__ = f"{name}_template"
+        template(name, reference=_exact(ref), target=target,
+                 description=f"y = {name}(a, b) with numpy broadcasting of a_shape and b_shape")(binary_template)
+
+    def where_template(cfg: Any, cond_shape: Any, a_shape: Any, b_shape: Any, dtype: str = "float32"):
+        cond = te.placeholder(as_shape(cond_shape, "where", "cond_shape"), "bool", name="cond")
+        a = te.placeholder(as_shape(a_shape, "where", "a_shape"), dtype, name="a")
+        b = te.placeholder(as_shape(b_shape, "where", "b_shape"), dtype, name="b")
+        y = topi.where(cond, a, b)
+        return schedule(cfg, y), [cond, a, b, y]
+
+    for name, (compute, ref, what) in UNARY.items():
+        unary(name, compute, ref, what)
+    for name, (compute, ref) in BINARY.items():
+        binary(name, compute, ref)
+    template("where", reference=_where_reference, target=target,
+             description="y = a where cond else b (cond bool), numpy broadcasting of all three shapes")(where_template)
+
+
+register_elementwise("llvm", injective_schedule)

@@ -1,0 +1,118 @@
+"""Matmul and dense on CUDA: the classic shared-memory tiled GEMM as a search space.
+
+Each block computes a BM x BN tile of the output; each thread a register tile (rows x cols,
+`cache_write` "local", computed at the thread's loop). K is walked in steps of BK: per step the
+block fetches the A and B slices it needs into shared memory cooperatively (the fetch loop fused,
+split over the block's threads and vectorized, so an aligned fetch is one float4 per thread),
+then every thread accumulates its register tile from shared memory. Same compute, args and
+references as `autotune.schedules.cpu.matmul`.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ... import te
+from ..cpu.matmul import _dense_reference
+from ..task import template
+from .generic import MAX_SHARED_BYTES, MAX_THREADS, bind_cooperative, dtype_bytes, split_exact
+
+# (vthread, threads, per-thread) of each output axis; the first is the default config's:
+# 1 x 16 x 8 = 128-wide block tiles: 8 x 8 per thread, 16 x 16 threads
+_THREADS = (16, 8, 32, 4)
+_PER_THREAD = (8, 4, 2, 1, 16)
+_VTHREAD = (1, 2)
+_TILE_K = (8, 16, 4, 32)
+_FETCH_VEC = (4, 1, 2)
+
+
+def _define_knobs(cfg: Any, M: int, N: int, K: int) -> None:
+    cand = [[-1, v, t, r] for v in _VTHREAD for r in _PER_THREAD for t in _THREADS]
+    cfg.define_split("tile_y", M, 4, policy="candidate", candidate=cand)
+    cfg.define_split("tile_x", N, 4, policy="candidate", candidate=cand)
+    cfg.define_split("tile_k", K, 2, policy="candidate", candidate=[[-1, k] for k in _TILE_K])
+    cfg.define_knob("fetch_vec", list(_FETCH_VEC))
+    cfg.define_knob("unroll_k", [1, 0])
+
+
+def _check_limits(cfg: Any, dtype: str) -> tuple[int, int]:
+    """(threads in y, in x); the configs no GPU can launch are rejected here, never measured."""
+    _, vy, ty, ry = cfg["tile_y"].size
+    _, vx, tx, rx = cfg["tile_x"].size
+    bk = cfg["tile_k"].size[-1]
+    threads = ty * tx
+    cfg.raise_if(threads > MAX_THREADS, f"{ty} x {tx} = {threads} threads per block > {MAX_THREADS}")
+    cfg.raise_if(threads < 32, f"{ty} x {tx} = {threads} threads per block is less than a warp")
+    shared = (vy * ty * ry + vx * tx * rx) * bk * dtype_bytes(dtype)
+    cfg.raise_if(shared > MAX_SHARED_BYTES, f"shared tiles of {shared} bytes > {MAX_SHARED_BYTES}")
+    cfg.raise_if(ry * rx > 128, f"a {ry} x {rx} register tile per thread spills")
+    vec = cfg["fetch_vec"].val
+    cfg.raise_if(bk % vec != 0 or (vx * tx * rx) % vec != 0,
+                 f"fetch vector {vec} does not divide the k tile {bk} and the column tile {vx * tx * rx}")
+    return ty, tx
+
+
+def gemm_schedule(cfg: Any, M: int, N: int, K: int, dtype: str, transposed: bool = False,
+                  epilogue: Callable[[te.Tensor], te.Tensor] | None = None,
+                  extra_inputs: tuple[te.Tensor, ...] = ()) -> tuple[te.Schedule, list[te.Tensor]]:
+    """The tiled GEMM of A (M x K) and B (K x N, or N x K when transposed), with an optional
+    elementwise `epilogue(C)` applied on the register tile before the single store."""
+    _define_knobs(cfg, M, N, K)
+    ty, tx = _check_limits(cfg, dtype)
+    A = te.placeholder((M, K), dtype, name="A")
+    B = te.placeholder((N, K) if transposed else (K, N), dtype, name="W" if transposed else "B")
+    k = te.reduce_axis((0, K), name="k")
+    C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * (B[j, k] if transposed else B[k, j]), axis=k), name="C")
+    out = C if epilogue is None else epilogue(C)
+    s = te.create_schedule(out.op)
+    AA = s.cache_read(A, "shared", [C])
+    BB = s.cache_read(B, "shared", [C])
+    CL = s.cache_write(C, "local")
+    if epilogue is not None:
+        s[C].compute_inline()          # the epilogue reads the register tile directly
+    thread_x = _tile_output(cfg, s, out)
+    s[CL].compute_at(s[out], thread_x)
+    ci, cj = s[CL].op.axis
+    ko, ki = cfg["tile_k"].apply(s, CL, s[CL].op.reduce_axis[0])
+    s[CL].reorder(ko, ki, ci, cj)
+    if cfg["unroll_k"].val:
+        s[CL].unroll(ki)
+    s[CL].unroll(ci)
+    s[CL].unroll(cj)
+    for X in (AA, BB):
+        s[X].compute_at(s[CL], ko)
+        bind_cooperative(s, X, (ty, tx), cfg["fetch_vec"].val)
+    return s, [A, B, *extra_inputs, out]
+
+
+def _tile_output(cfg: Any, s: te.Schedule, out: te.Tensor) -> Any:
+    """Output loops (by, bx, vy, vx, ty, tx, yi, xi), bound; returns the threadIdx.x loop."""
+    i, j = s[out].op.axis
+    st = s[out]
+    by, vy, ty, yi = split_exact(st, i, cfg["tile_y"].size)
+    bx, vx, tx, xi = split_exact(st, j, cfg["tile_x"].size)
+    st.reorder(by, bx, vy, vx, ty, tx, yi, xi)
+    for axis, tag in ((by, "blockIdx.y"), (bx, "blockIdx.x"), (vy, "vthread"), (vx, "vthread"),
+                      (ty, "threadIdx.y"), (tx, "threadIdx.x")):
+        st.bind(axis, te.thread_axis(tag))
+    st.unroll(yi)
+    st.unroll(xi)
+    return tx
+
+
+@template("matmul", reference=lambda a, b, **_: a @ b, target="cuda",
+          description="C = A @ B, A: M x K, B: K x N (shared-memory tiled GEMM)")
+def matmul_cuda(cfg: Any, M: int, N: int, K: int, dtype: str = "float32"):
+    """C = A @ B: block tiles, register tiles, K slices staged in shared memory."""
+    return gemm_schedule(cfg, M, N, K, dtype)
+
+
+@template("dense", reference=_dense_reference, target="cuda",
+          description="relu(X @ W.T + bias), X: M x K, W: N x K (fused epilogue, tiled GEMM)")
+def dense_cuda(cfg: Any, M: int, N: int, K: int, dtype: str = "float32"):
+    """relu(X @ W.T + bias) in one kernel: the epilogue runs on the register tile."""
+    bias = te.placeholder((N,), dtype, name="bias")
+
+    def epilogue(C: te.Tensor) -> te.Tensor:
+        return te.compute((M, N), lambda i, j: te.maximum(C[i, j] + bias[j], te.const(0, dtype)), name="Y")
+
+    return gemm_schedule(cfg, M, N, K, dtype, transposed=True, epilogue=epilogue, extra_inputs=(bias,))
