@@ -16,7 +16,8 @@ from ..errors import BuildError
 from ..ir.bounds import const_bound
 from ..ir.nodes import (Allocate, Broadcast, Evaluate, For, ForKind, IfThenElse, Let, Load, PrimFunc, Ramp,
                         Seq, Stmt, Store, ThreadAllReduce)
-from ..ir.passes.gpu import BARRIER, LaunchShape, allreduce_warps, check_threads, insert_barriers, launch_shape
+from ..ir.passes.gpu import (BARRIER, LaunchShape, allreduce_warps, check_threads, inject_virtual_threads,
+                             insert_barriers, launch_shape)
 from ..te.expr import And, Binary, BinOp, Call, Cast, Compare, Const, Expr, Not, Or, Select, Var
 
 PRELUDE = """\
@@ -36,6 +37,13 @@ _MATH = {"exp": ("expf", "exp"), "log": ("logf", "log"), "sqrt": ("sqrtf", "sqrt
          "tanh": ("tanhf", "tanh"), "erf": ("erff", "erf"), "fabs": ("fabsf", "fabs"), "floor": ("floorf", "floor"),
          "ceil": ("ceilf", "ceil"), "pow": ("powf", "pow"), "sigmoid": ("at_sigmoid", "at_sigmoid")}
 _INDEX = {f"{p}.{a}": f"{p}.{a}" for p in ("threadIdx", "blockIdx") for a in "xyz"}
+# names a variable or buffer must not take: C/C++ keywords, CUDA built-ins, the math functions
+RESERVED = frozenset(
+    "auto bool break case char const continue default do double else enum extern float for goto if inline int "
+    "long register restrict return short signed sizeof static struct switch typedef union unsigned void volatile "
+    "while class delete new operator private public template this true false namespace using half "
+    "threadIdx blockIdx blockDim gridDim warpSize max min abs exp log sqrt pow tanh erf floor ceil "
+    "float4 make_float4".split()) | {fn for pair in _MATH.values() for fn in pair}
 
 
 def _float_literal(value: float, dtype: str) -> str:
@@ -120,6 +128,7 @@ class CudaEmitter:
         if key not in self.names:
             base = re.sub(r"\W", "_", hint) or "v"
             base = base if base[0].isalpha() or base[0] == "_" else f"v_{base}"
+            base = f"{base}_" if base in RESERVED or base.startswith("at_") else base
             text, n = base, 0
             while text in self.used:
                 n += 1
@@ -362,6 +371,6 @@ def kernel_name(func: PrimFunc) -> str:
 def emit_cuda(func: PrimFunc) -> tuple[str, LaunchShape]:
     """The CUDA C source of `func` and its launch shape; ScheduleError for an illegal binding."""
     shape = launch_shape(func)
-    func = PrimFunc(func.name, func.params, insert_barriers(func.body), func.attrs)
+    func = PrimFunc(func.name, func.params, insert_barriers(inject_virtual_threads(func.body)), func.attrs)
     check_threads(func, shape)
     return CudaEmitter(func, shape).source(), shape

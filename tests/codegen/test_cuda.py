@@ -358,3 +358,36 @@ def test_gpu_arrays_are_used_in_place():
     np.testing.assert_allclose(db.get(), ref(a), rtol=1e-5)
     with pytest.raises(ValueError, match="expected shape"):
         f(da, gpuarray.zeros(999, np.float32))
+
+
+# -- virtual threads ----------------------------------------------------------------------------
+def _vthread_matmul(M: int, N: int, K: int):
+    task = autotune.create_task("matmul", target="cuda -arch=sm_90", M=M, N=N, K=K)
+    knobs = dict(task.config(0).to_json()["knobs"], tile_y=[-1, 2, 8, 2], tile_x=[-1, 2, 8, 2])
+    return task.instantiate(task.config({"knobs": knobs}).index)
+
+
+@pytest.mark.parametrize("shape", [(67, 45, 39), (64, 64, 16)])
+def test_injected_virtual_threads_compute_the_same(shape):
+    from autotune.ir.nodes import PrimFunc
+    from autotune.ir.passes.gpu import inject_virtual_threads
+
+    M, N, K = shape
+    s, args = _vthread_matmul(M, N, K)
+    f = lower(s, args)
+    g = PrimFunc(f.name, f.params, inject_virtual_threads(f.body), f.attrs)
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((M, K)).astype("float32"), rng.standard_normal((K, N)).astype("float32")
+    c = np.full((M, N), np.nan, "float32")
+    build_module(serialize_threads(g))(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_virtual_threads_share_one_fetch_of_the_shared_tiles():
+    s, args = _vthread_matmul(128, 128, 64)
+    src, _ = emit_cuda(lower(s, args))
+    fills = [ln for ln in src.splitlines() if "A_shared +" in ln or ln.strip().startswith("A_shared[")]
+    assert len(fills) == 1                       # one cooperative fetch, not one per virtual thread
+    assert "float C_local[16];" in src           # 2 x 2 virtual threads, each its own 2 x 2 tile
+    if nvcc_path() is not None:
+        assert ".target sm_90" in compile_cuda(src, "sm_90").decode()
