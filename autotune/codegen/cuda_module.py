@@ -93,8 +93,11 @@ class CudaFunction:
     def signature(self) -> dict[str, Any]:
         return dict(self._signature)
 
-    def _pointers(self, arrays: tuple) -> tuple[list[int], list[tuple[int, np.ndarray, Any]]]:
-        """Device pointers for every argument; host arrays get a temporary device copy."""
+    def _pointers(self, arrays: tuple, copy_outputs: bool = False
+                  ) -> tuple[list[int], list[tuple[int, np.ndarray, Any]]]:
+        """Device pointers for every argument; host arrays get a temporary device copy (of their
+        contents too for outputs when `copy_outputs`: a kernel that skips elements then shows
+        the host's sentinel values, not whatever the allocation held before)."""
         if len(arrays) != len(self._params):
             names = ", ".join(p[0] for p in self._params)
             raise ArgumentError(f"{self.name} takes {len(self._params)} arrays ({names}), got {len(arrays)}")
@@ -110,7 +113,7 @@ class CudaFunction:
                 if pos in self._outputs and not a.flags.writeable:
                     raise ValueError(f"{what}: is written by {self.name} but the array is read-only")
                 mem = self._drv.mem_alloc(max(a.nbytes, 1))
-                if pos not in self._outputs:
+                if copy_outputs or pos not in self._outputs:
                     self._drv.memcpy_htod(mem, np.ascontiguousarray(a))
                 host.append((pos, a, mem))
                 ptr = int(mem)
@@ -141,7 +144,7 @@ class CudaFunction:
     def bind(self, *arrays: Any) -> Callable[[], None]:
         """A no-argument launch on `arrays` (asynchronous: time it with CUDA events). Host arrays
         are copied to the GPU once; `fetch()` on the result copies the outputs back."""
-        pointers, host = self._pointers(arrays)
+        pointers, host = self._pointers(arrays, copy_outputs=True)
         kernel, grid, block, drv = self._kernel, self._grid, self._block, self._drv
 
         def run(_keep: tuple = (arrays, host)) -> None:

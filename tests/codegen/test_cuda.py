@@ -391,3 +391,52 @@ def test_virtual_threads_share_one_fetch_of_the_shared_tiles():
     assert "float C_local[16];" in src           # 2 x 2 virtual threads, each its own 2 x 2 tile
     if nvcc_path() is not None:
         assert ".target sm_90" in compile_cuda(src, "sm_90").decode()
+
+
+# -- GPU array arguments (checked before anything reaches the driver) -----------------------------
+class _DeviceArray:
+    """Stands for a torch/CuPy array: only its __cuda_array_interface__ is read."""
+
+    def __init__(self, shape, typestr="<f4", ptr=1 << 20, strides=None):
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr, "data": (ptr, False),
+                                         "strides": strides, "version": 3}
+
+
+def test_gpu_array_arguments_are_checked():
+    from autotune.codegen.cuda_module import _device_pointer
+    from autotune.errors import ArgumentError
+
+    f32 = np.dtype("float32")
+    assert _device_pointer(_DeviceArray((4, 5)), "argument 0 (A)", (4, 5), f32) == 1 << 20
+    assert _device_pointer(np.zeros((4, 5), f32), "argument 0 (A)", (4, 5), f32) is None
+    with pytest.raises(ArgumentError, match=r"argument 0 \(A\): expected dtype float32, got float64"):
+        _device_pointer(_DeviceArray((4, 5), "<f8"), "argument 0 (A)", (4, 5), f32)
+    with pytest.raises(ValueError, match=r"expected shape \(4, 5\), got \(5, 4\)"):
+        _device_pointer(_DeviceArray((5, 4)), "argument 0 (A)", (4, 5), f32)
+    with pytest.raises(ValueError, match="C-contiguous"):
+        _device_pointer(_DeviceArray((4, 5), strides=(4, 16)), "argument 0 (A)", (4, 5), f32)
+    assert _device_pointer(_DeviceArray((4, 5), strides=(20, 4)), "a", (4, 5), f32) == 1 << 20
+    with pytest.raises(ValueError, match="16-byte aligned"):
+        _device_pointer(_DeviceArray((4, 5), ptr=(1 << 20) + 4), "argument 0 (A)", (4, 5), f32)
+    with pytest.raises(ArgumentError, match="expected a numpy array or a GPU array"):
+        _device_pointer([1, 2, 3], "argument 0 (A)", (3,), f32)
+
+
+def test_kernel_signature_and_cubin_are_checked_before_the_driver():
+    from autotune.codegen.cuda_module import check_cuda_signature
+
+    with pytest.raises(ValueError, match="expected version 1"):
+        check_cuda_signature({"version": 0}, b"")
+    with pytest.raises(ValueError, match="bytes are damaged"):
+        check_cuda_signature({"version": 1, "name": "k", "cubin_sha256": "0" * 64}, b"cubin")
+
+
+@needs_nvcc
+def test_compile_kernel_gives_a_cubin_and_its_launch():
+    from autotune.codegen.cuda_module import compile_kernel
+
+    s, args, _ = elementwise(1000, 128, 4)
+    sig, cubin = compile_kernel(lower(s, args, name="ew"), "sm_80")
+    assert sig["entry"] == "ew_kernel" and sig["launch"]["block"] == [128, 1, 1]
+    assert sig["launch"]["grid"] == [2, 1, 1] and sig["outputs"] == [1] and sig["arch"] == "sm_80"
+    assert cubin[:4] == b"\x7fELF"
