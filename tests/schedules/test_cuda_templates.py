@@ -3,22 +3,20 @@ reference (the kernel read serially on the CPU, `serialize_threads`), compile wi
 sm_80 and sm_90, and illegal points are rejected at instantiation, never at build."""
 from __future__ import annotations
 
-import random
+import os
+import sys
 
-import numpy as np
 import pytest
 
 import autotune.schedules.cuda as cuda_templates
-from autotune.codegen import build_module
 from autotune.codegen.cuda import emit_cuda
 from autotune.codegen.nvcc import compile_cuda, nvcc_path
-from autotune.errors import InstantiationError
 from autotune.ir.lower import lower
-from autotune.ir.passes.gpu import serialize_threads
 from autotune.schedules.task import TEMPLATES, create_task
+sys.path.insert(0, os.path.dirname(__file__))
+from cuda_checks import TARGET, check_numerics, check_rejected, legal_configs  # noqa: E402
 
 cuda_templates.load()
-TARGET = "cuda -arch=sm_80"
 
 # (op, shape params, configs checked numerically: the default and this many seeded legal others)
 CASES = [
@@ -34,38 +32,6 @@ CASES = [
     ("where", {"cond_shape": (13, 1), "a_shape": (13, 31), "b_shape": (31,)}, 1),
 ]
 ELEMENTWISE = sorted(op for op, m in cuda_templates.MODULE_OF_OP.items() if m == "elementwise")
-
-
-def legal_configs(task, extra: int, seed: int = 0) -> list[int]:
-    """Index 0 (the default, when legal for the shape) and `extra` seeded legal others."""
-    rng = random.Random(seed)
-    out = [0] if task.is_valid(0) else []
-    for _ in range(200 * (extra + 1)):
-        if len(out) > extra:
-            break
-        i = rng.randrange(len(task.config_space))
-        if i not in out and task.is_valid(i):
-            out.append(i)
-    return out
-
-
-def check_numerics(task, index: int) -> str:
-    """Build config `index` serially for the CPU, compare with numpy; returns the CUDA source."""
-    s, args = task.instantiate(index)
-    func = lower(s, args, name=f"{task.name}_kernel")
-    src, shape = emit_cuda(func)
-    assert shape.threads <= 1024 and shape.shared_bytes <= 48 * 1024
-    fn = build_module(serialize_threads(func))
-    rng = np.random.default_rng(index)
-    inputs = task.make_inputs(rng)
-    if task.name in ("log", "sqrt", "rsqrt"):
-        inputs = [np.abs(x) + np.float32(0.5) for x in inputs]
-    outs = [np.full(shp, np.nan, dtype=np.float32 if dt == "float32" else dt)
-            for shp, dt in task.arg_specs[task.num_inputs:]]
-    fn(*inputs, *outs)
-    for got, want in zip(outs, task.reference(inputs)):
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=f"{task} config {index}")
-    return src
 
 
 def test_registry_matches_module_table():
@@ -130,12 +96,7 @@ def test_nvcc_compiles(op, params):
     ("relu", {"shape": (1000,)}, {"per_thread": 8}, "fewer than 2 blocks"),
 ])
 def test_illegal_points_rejected_at_instantiation(op, params, knobs, match):
-    task = create_task(op, target=TARGET, **params)
-    default = task.config(0).to_json()
-    config = task.config({"index": 0, "knobs": {**default["knobs"], **knobs}})
-    with pytest.raises(InstantiationError, match=match):
-        task.instantiate(config)
-    assert not task.is_valid(config.index)
+    check_rejected(op, params, knobs, match)
 
 
 def test_create_task_from_te_fuses_injective_chain():

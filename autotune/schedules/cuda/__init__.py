@@ -11,6 +11,8 @@ import importlib
 _OPS_OF_MODULE: dict[str, tuple[str, ...]] = {
     "matmul": ("matmul", "dense"),
     "nn": ("layer_norm", "log_softmax", "rms_norm", "softmax"),
+    "conv2d": ("conv2d",),
+    "attention": ("attention",),
     "elementwise": ("abs", "add", "div", "exp", "gelu", "gelu_tanh", "log", "maximum", "minimum", "mul", "neg",
                     "power", "reciprocal", "relu", "rsqrt", "sigmoid", "silu", "sqrt", "sub", "tanh", "where"),
 }

@@ -16,19 +16,25 @@ from ..cpu.matmul import _dense_reference
 from ..task import template
 from .generic import MAX_SHARED_BYTES, MAX_THREADS, bind_cooperative, dtype_bytes, split_exact
 
-# (vthread, threads, per-thread) of each output axis; the first is the default config's:
-# 1 x 16 x 8 = 128-wide block tiles: 8 x 8 per thread, 16 x 16 threads
+# (vthread, threads, per-thread) of each output axis. The default config: 128 x 128 block tiles,
+# 16 x 16 threads, 8 x 8 outputs per thread; along x as 4 virtual threads of 2 columns, so the 16
+# threads of a half-warp read 16 different banks of the B tile (stride 2 words, no conflicts).
 _THREADS = (16, 8, 32, 4)
 _PER_THREAD = (8, 4, 2, 1, 16)
-_VTHREAD = (1, 2)
+_VTHREAD = (1, 2, 4, 8)
 _TILE_K = (8, 16, 4, 32)
 _FETCH_VEC = (4, 1, 2)
+_DEFAULT_Y, _DEFAULT_X = [-1, 1, 16, 8], [-1, 4, 16, 2]
+
+
+def _candidates(first: list[int]) -> list[list[int]]:
+    cand = [[-1, v, t, r] for v in _VTHREAD for r in _PER_THREAD for t in _THREADS]
+    return [first] + [c for c in cand if c != first]
 
 
 def _define_knobs(cfg: Any, M: int, N: int, K: int) -> None:
-    cand = [[-1, v, t, r] for v in _VTHREAD for r in _PER_THREAD for t in _THREADS]
-    cfg.define_split("tile_y", M, 4, policy="candidate", candidate=cand)
-    cfg.define_split("tile_x", N, 4, policy="candidate", candidate=cand)
+    cfg.define_split("tile_y", M, 4, policy="candidate", candidate=_candidates(_DEFAULT_Y))
+    cfg.define_split("tile_x", N, 4, policy="candidate", candidate=_candidates(_DEFAULT_X))
     cfg.define_split("tile_k", K, 2, policy="candidate", candidate=[[-1, k] for k in _TILE_K])
     cfg.define_knob("fetch_vec", list(_FETCH_VEC))
     cfg.define_knob("unroll_k", [1, 0])
@@ -44,7 +50,7 @@ def _check_limits(cfg: Any, dtype: str) -> tuple[int, int]:
     cfg.raise_if(threads < 32, f"{ty} x {tx} = {threads} threads per block is less than a warp")
     shared = (vy * ty * ry + vx * tx * rx) * bk * dtype_bytes(dtype)
     cfg.raise_if(shared > MAX_SHARED_BYTES, f"shared tiles of {shared} bytes > {MAX_SHARED_BYTES}")
-    cfg.raise_if(ry * rx > 128, f"a {ry} x {rx} register tile per thread spills")
+    cfg.raise_if(vy * ry * vx * rx > 128, f"a {vy * ry} x {vx * rx} register tile per thread spills")
     vec = cfg["fetch_vec"].val
     cfg.raise_if(bk % vec != 0 or (vx * tx * rx) % vec != 0,
                  f"fetch vector {vec} does not divide the k tile {bk} and the column tile {vx * tx * rx}")

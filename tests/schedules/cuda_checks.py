@@ -1,0 +1,61 @@
+"""Shared by the CUDA template tests: picking legal configs and checking one against numpy with
+the kernel read serially on the CPU (`serialize_threads`)."""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+
+from autotune.codegen import build_module
+from autotune.codegen.cuda import emit_cuda
+from autotune.ir.lower import lower
+from autotune.ir.passes.gpu import serialize_threads
+
+TARGET = "cuda -arch=sm_80"
+
+
+def legal_configs(task, extra: int, seed: int = 0) -> list[int]:
+    """Index 0 (the default, when legal for the shape) and `extra` seeded legal others."""
+    rng = random.Random(seed)
+    out = [0] if task.is_valid(0) else []
+    for _ in range(200 * (extra + 1)):
+        if len(out) > extra:
+            break
+        i = rng.randrange(len(task.config_space))
+        if i not in out and task.is_valid(i):
+            out.append(i)
+    return out
+
+
+def check_numerics(task, index: int) -> str:
+    """Build config `index` serially for the CPU, compare with numpy; returns the CUDA source."""
+    s, args = task.instantiate(index)
+    func = lower(s, args, name=f"{task.name}_kernel")
+    src, shape = emit_cuda(func)
+    assert shape.threads <= 1024 and shape.shared_bytes <= 48 * 1024
+    fn = build_module(serialize_threads(func))
+    inputs = task.make_inputs(np.random.default_rng(index))
+    if task.name in ("log", "sqrt", "rsqrt"):
+        inputs = [np.abs(x) + np.float32(0.5) for x in inputs]
+    outs = [np.full(shp, np.nan, dtype=np.float32 if dt == "float32" else dt)
+            for shp, dt in task.arg_specs[task.num_inputs:]]
+    fn(*inputs, *outs)
+    for got, want in zip(outs, task.reference(inputs)):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5,
+                                   err_msg=f"{task} config {task.config(index).to_json()['knobs']}")
+    return src
+
+
+def check_rejected(op: str, params: dict, knobs: dict, match: str) -> None:
+    """The default config with `knobs` changed is refused at instantiation, naming `match`."""
+    import pytest
+
+    from autotune.errors import InstantiationError
+    from autotune.schedules.task import create_task
+
+    task = create_task(op, target=TARGET, **params)
+    default = task.config(0).to_json()
+    config = task.config({"index": 0, "knobs": {**default["knobs"], **knobs}})
+    with pytest.raises(InstantiationError, match=match):
+        task.instantiate(config)
+    assert not task.is_valid(config.index)
