@@ -27,6 +27,9 @@ CASES = [
     ("layer_norm", {"M": 37, "N": 149}, 4),
     ("rms_norm", {"M": 7, "N": 1031}, 2),
     ("relu", {"shape": (37, 149)}, 3),
+    ("sum", {"shape": (7, 37, 41), "axes": (1, 2), "keepdims": 0}, 2),
+    ("max", {"shape": (13, 301), "axes": -1, "keepdims": 1}, 2),
+    ("var", {"shape": (5, 1000), "axes": 1, "keepdims": 0}, 2),
     ("gelu", {"shape": (1031,)}, 1),
     ("add", {"a_shape": (37, 149), "b_shape": (149,)}, 2),
     ("where", {"cond_shape": (13, 1), "a_shape": (13, 31), "b_shape": (31,)}, 1),
@@ -124,3 +127,7 @@ def test_row_statistics_reduce_with_warp_shuffles():
     src, shape = emit_cuda(lower(s, args, name="sm"))
     assert src.count("__shfl_xor_sync") == 2 * 5      # max and sum, 128 threads: 5 butterfly steps
     assert shape.block == (128, 1, 1)
+
+def test_reductions_that_keep_the_innermost_axis_are_refused_at_task_creation():
+    with pytest.raises(ValueError, match="reduces the trailing axes only"):
+        create_task("sum", target=TARGET, shape=(7, 9), axes=0, keepdims=0)

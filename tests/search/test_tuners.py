@@ -127,3 +127,27 @@ def test_bad_arguments_are_named(task, tmp_path):
         tune("matmul", db=str(tmp_path / "x.db"))
     with pytest.raises(ValueError, match="trials"):
         tune(task, trials=0, db=str(tmp_path / "x.db"), measurer=FakeMeasurer())
+
+
+class KnobCostMeasurer:
+    """A CUDA task measured without a GPU: cost falls with the knob values' indices' sum."""
+
+    def measure(self, task, indices):
+        out = []
+        for idx in indices:
+            cost = 1e-4 * (1 + sum(task.config_space.point2knob(idx)))
+            out.append(MeasureResult((cost,) * 3, ErrorKind.OK, "", 0.01, time.time()))
+        return out
+
+    def close(self):
+        pass
+
+
+@pytest.mark.parametrize("op,params", [("matmul", dict(M=256, N=256, K=64)), ("softmax", dict(M=64, N=1000))])
+def test_model_tuner_on_cuda_tasks(op, params, tmp_path):
+    # features of GPU loop IR (bound loops, shared buffers, vthreads, cross-thread reductions)
+    task = autotune.create_task(op, target="cuda -arch=sm_90", **params)
+    res = tune(task, trials=24, tuner="xgb", db=str(tmp_path / "t.db"), seed=0, batch_size=8,
+               measurer=KnobCostMeasurer())
+    assert res.trials == 24 and res.best_config is not None
+    assert res.target == "cuda -arch=sm_90"

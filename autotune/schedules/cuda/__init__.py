@@ -10,6 +10,7 @@ import importlib
 
 _OPS_OF_MODULE: dict[str, tuple[str, ...]] = {
     "matmul": ("matmul", "dense"),
+    "reduction": ("max", "mean", "min", "sum", "var"),
     "nn": ("layer_norm", "log_softmax", "rms_norm", "softmax"),
     "conv2d": ("conv2d",),
     "attention": ("attention",),
