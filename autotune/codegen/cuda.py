@@ -16,8 +16,9 @@ from ..errors import BuildError
 from ..ir.bounds import const_bound
 from ..ir.nodes import (Allocate, Broadcast, Evaluate, For, ForKind, IfThenElse, Let, Load, PrimFunc, Ramp,
                         Seq, Stmt, Store, ThreadAllReduce)
-from ..ir.passes.gpu import (BARRIER, LaunchShape, allreduce_warps, check_threads, inject_virtual_threads,
-                             insert_barriers, launch_shape)
+from ..ir.passes.barriers import BARRIER
+from ..ir.passes.gpu import prepare_kernel
+from ..ir.passes.gpu_launch import LaunchShape, allreduce_warps
 from ..te.expr import And, Binary, BinOp, Call, Cast, Compare, Const, Expr, Not, Or, Select, Var
 
 PRELUDE = """\
@@ -370,7 +371,5 @@ def kernel_name(func: PrimFunc) -> str:
 
 def emit_cuda(func: PrimFunc) -> tuple[str, LaunchShape]:
     """The CUDA C source of `func` and its launch shape; ScheduleError for an illegal binding."""
-    shape = launch_shape(func)
-    func = PrimFunc(func.name, func.params, insert_barriers(inject_virtual_threads(func.body)), func.attrs)
-    check_threads(func, shape)
+    func, shape = prepare_kernel(func)
     return CudaEmitter(func, shape).source(), shape

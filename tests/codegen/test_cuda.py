@@ -370,7 +370,7 @@ def _vthread_matmul(M: int, N: int, K: int):
 @pytest.mark.parametrize("shape", [(67, 45, 39), (64, 64, 16)])
 def test_injected_virtual_threads_compute_the_same(shape):
     from autotune.ir.nodes import PrimFunc
-    from autotune.ir.passes.gpu import inject_virtual_threads
+    from autotune.ir.passes.virtual_threads import inject_virtual_threads
 
     M, N, K = shape
     s, args = _vthread_matmul(M, N, K)

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 from ... import te
 from ...dtype import dtype_info
-from ...ir.passes.gpu import MAX_THREADS_PER_BLOCK, SHARED_BYTES_LIMIT
+from ...ir.passes.gpu_launch import MAX_THREADS_PER_BLOCK, SHARED_BYTES_LIMIT
 from ..schedule import Schedule, create_schedule
 
 MAX_THREADS = MAX_THREADS_PER_BLOCK
