@@ -22,13 +22,15 @@ class Buffer:
 
     name: for printing and codegen symbols. shape: logical shape (row-major strides follow).
     dtype: element dtype. scope: "global" (function argument or heap), "local" (stack/registers),
-    "shared" (GPU block-shared).
+    "shared" (GPU block-shared). double_buffer: GPU, a shared buffer refilled at each iteration
+    of the loop around its allocation, to be split in two by the double-buffer pass.
     """
 
     name: str
     shape: tuple[int, ...]
     dtype: str
     scope: str = "global"
+    double_buffer: bool = False
 
     @property
     def size(self) -> int:

@@ -75,7 +75,7 @@ class NestBuilder:
             if st.attach == "scope":
                 shape = tuple(rng[iv].extent for iv in op.axis)
                 scope = "local" if st.scope == "global" else st.scope
-                self.buffers[id(st)] = Buffer(st.name, shape, op.dtype, scope)
+                self.buffers[id(st)] = Buffer(st.name, shape, op.dtype, scope, st.double_buffered)
                 self.offsets[id(st)] = [rng[iv].min for iv in op.axis]
             elif id(st) not in self.buffers:
                 self.buffers[id(st)] = Buffer(st.name, op.shape, op.dtype, st.scope)

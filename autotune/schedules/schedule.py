@@ -51,6 +51,7 @@ class Stage:
         self.origin_op = op
         self.schedule = schedule
         self.scope = scope
+        self.double_buffered = False
         self.is_output = False
         self.attach = "root"                  # "root" | "inline" | "scope"
         self.attach_stage: Stage | None = None
@@ -205,6 +206,12 @@ class Stage:
         check(self.schedule.reads_transitively(parent, self),
               f"{where} at {parent.name}.{axis.name}: {parent.name} does not consume {self.name}")
         self.attach, self.attach_stage, self.attach_ivar = "scope", parent, axis
+
+    def double_buffer(self) -> None:
+        """GPU: give this shared stage two buffers, so the fill for the next iteration of its
+        attach loop overlaps the reads of this one (one barrier per iteration instead of two)."""
+        self._require_compute("double_buffer")
+        self.double_buffered = True
 
     def set_scope(self, scope: str) -> None:
         """Where the stage's buffer lives when it is not an argument: "global", "local" (per

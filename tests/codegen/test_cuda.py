@@ -367,20 +367,25 @@ def _vthread_matmul(M: int, N: int, K: int):
     return task.instantiate(task.config({"knobs": knobs}).index)
 
 
-@pytest.mark.parametrize("shape", [(67, 45, 39), (64, 64, 16)])
-def test_injected_virtual_threads_compute_the_same(shape):
+def check_pass_keeps_matmul(schedule, gpu_pass, shape) -> None:
+    """A GPU pass applied to a matmul kernel, read serially, still computes a @ b."""
     from autotune.ir.nodes import PrimFunc
-    from autotune.ir.passes.virtual_threads import inject_virtual_threads
 
     M, N, K = shape
-    s, args = _vthread_matmul(M, N, K)
-    f = lower(s, args)
-    g = PrimFunc(f.name, f.params, inject_virtual_threads(f.body), f.attrs)
+    f = lower(*schedule(M, N, K))
+    g = PrimFunc(f.name, f.params, gpu_pass(f.body), f.attrs)
     rng = np.random.default_rng(5)
     a, b = rng.standard_normal((M, K)).astype("float32"), rng.standard_normal((K, N)).astype("float32")
     c = np.full((M, N), np.nan, "float32")
     build_module(serialize_threads(g))(a, b, c)
     np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("shape", [(67, 45, 39), (64, 64, 16)])
+def test_injected_virtual_threads_compute_the_same(shape):
+    from autotune.ir.passes.virtual_threads import inject_virtual_threads
+
+    check_pass_keeps_matmul(_vthread_matmul, inject_virtual_threads, shape)
 
 
 def test_virtual_threads_share_one_fetch_of_the_shared_tiles():
@@ -440,3 +445,29 @@ def test_compile_kernel_gives_a_cubin_and_its_launch():
     assert sig["entry"] == "ew_kernel" and sig["launch"]["block"] == [128, 1, 1]
     assert sig["launch"]["grid"] == [2, 1, 1] and sig["outputs"] == [1] and sig["arch"] == "sm_80"
     assert cubin[:4] == b"\x7fELF"
+
+
+# -- double buffering ---------------------------------------------------------------------------
+def _double_buffered_matmul(M: int, N: int, K: int):
+    s, args = tiled_matmul(M, N, K)
+    for st in s.stages:
+        if st.scope == "shared":
+            st.double_buffer()
+    return s, args
+
+
+@pytest.mark.parametrize("shape", [(131, 97, 75), (64, 64, 64), (40, 40, 8)])
+def test_double_buffering_computes_the_same(shape):
+    from autotune.ir.passes.double_buffer import inject_double_buffers
+
+    check_pass_keeps_matmul(_double_buffered_matmul, inject_double_buffers, shape)
+
+
+def test_double_buffering_halves_the_barriers_and_doubles_the_tiles():
+    src, shape = emit_cuda(lower(*tiled_matmul(64, 64, 64)))
+    src2, shape2 = emit_cuda(lower(*_double_buffered_matmul(64, 64, 64)))
+    assert shape2.shared_bytes == 2 * shape.shared_bytes
+    loop = src2[src2.index("k_outer_pair"):]
+    assert loop.count("__syncthreads();") == 2               # per two k steps (one before the loop)
+    assert src.count("__syncthreads();") == 2                 # per k step
+    assert "A_shared_0[" in src2 and "A_shared_1[" in src2

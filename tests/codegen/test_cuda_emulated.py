@@ -54,6 +54,17 @@ def test_warp_shuffle_reductions(threads, workdir):
     np.testing.assert_array_equal(b, a.max(axis=1))
 
 
+def test_double_buffered_matmul_template(workdir):
+    task = autotune.create_task("matmul", target=TARGET, M=67, N=45, K=39)
+    knobs = dict(task.config(0).to_json()["knobs"], double_buffer=1)
+    index = task.config({"knobs": knobs}).index
+    s, args = task.instantiate(index)
+    a, b = task.make_inputs(np.random.default_rng(8))
+    c = np.full((67, 45), np.nan, "float32")
+    emulate(lower(s, args), workdir)(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-5)
+
+
 def test_a_barrier_some_threads_skip_is_reported(workdir):
     s, args = tiled_matmul(64, 64, 16)
     func = lower(s, args)

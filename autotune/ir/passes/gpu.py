@@ -11,16 +11,18 @@ from __future__ import annotations
 from ..functor import transform
 from ..nodes import Allocate, Buffer, For, ForKind, Load, PrimFunc, Seq, Store, ThreadAllReduce
 from .barriers import insert_barriers
+from .double_buffer import inject_double_buffers
 from .gpu_launch import LaunchShape, check_threads, launch_shape
 from .virtual_threads import inject_virtual_threads
 
 
 def prepare_kernel(func: PrimFunc) -> tuple[PrimFunc, LaunchShape]:
     """The kernel ready for a GPU codegen, and its launch; ScheduleError for what no GPU can run."""
-    shape = launch_shape(func)                                  # grid, block, shared memory: checked
     body = inject_virtual_threads(func.body)                    # vthread loops down to their statements
+    body = inject_double_buffers(body)                          # two copies of double-buffered tiles
     body = insert_barriers(body)                                # __syncthreads where shared memory needs it
     func = PrimFunc(func.name, func.params, body, func.attrs)
+    shape = launch_shape(func)                                  # grid, block, shared memory: checked
     check_threads(func, shape)                                  # no divergent barrier, no racing update
     return func, shape
 

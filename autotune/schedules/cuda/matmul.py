@@ -4,7 +4,8 @@ Each block computes a BM x BN tile of the output; each thread a register tile (r
 `cache_write` "local", computed at the thread's loop). K is walked in steps of BK: per step the
 block fetches the A and B slices it needs into shared memory cooperatively (the fetch loop fused,
 split over the block's threads and vectorized, so an aligned fetch is one float4 per thread),
-then every thread accumulates its register tile from shared memory. Same compute, args and
+then every thread accumulates its register tile from shared memory (with `double_buffer`, into
+one copy of the slices while the next step's fetch fills the other). Same compute, args and
 references as `autotune.schedules.cpu.matmul`.
 """
 from __future__ import annotations
@@ -38,6 +39,7 @@ def _define_knobs(cfg: Any, M: int, N: int, K: int) -> None:
     cfg.define_split("tile_k", K, 2, policy="candidate", candidate=[[-1, k] for k in _TILE_K])
     cfg.define_knob("fetch_vec", list(_FETCH_VEC))
     cfg.define_knob("unroll_k", [1, 0])
+    cfg.define_knob("double_buffer", [0, 1])
 
 
 def _check_limits(cfg: Any, dtype: str) -> tuple[int, int]:
@@ -48,7 +50,7 @@ def _check_limits(cfg: Any, dtype: str) -> tuple[int, int]:
     threads = ty * tx
     cfg.raise_if(threads > MAX_THREADS, f"{ty} x {tx} = {threads} threads per block > {MAX_THREADS}")
     cfg.raise_if(threads < 32, f"{ty} x {tx} = {threads} threads per block is less than a warp")
-    shared = (vy * ty * ry + vx * tx * rx) * bk * dtype_bytes(dtype)
+    shared = (vy * ty * ry + vx * tx * rx) * bk * dtype_bytes(dtype) * (1 + cfg["double_buffer"].val)
     cfg.raise_if(shared > MAX_SHARED_BYTES, f"shared tiles of {shared} bytes > {MAX_SHARED_BYTES}")
     cfg.raise_if(vy * ry * vx * rx > 128, f"a {vy * ry} x {vx * rx} register tile per thread spills")
     vec = cfg["fetch_vec"].val
@@ -87,6 +89,8 @@ def gemm_schedule(cfg: Any, M: int, N: int, K: int, dtype: str, transposed: bool
     for X in (AA, BB):
         s[X].compute_at(s[CL], ko)
         bind_cooperative(s, X, (ty, tx), cfg["fetch_vec"].val)
+        if cfg["double_buffer"].val:
+            s[X].double_buffer()
     return s, [A, B, *extra_inputs, out]
 
 

@@ -1,0 +1,74 @@
+"""Double buffering: a shared buffer refilled at every iteration of its loop (`Stage.double_buffer`)
+gets two copies, and the loop runs two iterations per step, each filling the copy the other does
+not read:
+
+    fill(0) -> X0
+    for j: fill(2j+1) -> X1;  work(2j) on X0;  fill(2j+2) -> X0;  work(2j+1) on X1
+
+The barrier pass then finds one barrier per iteration (before each fill of a copy that was just
+read) instead of two, and a fill's global loads overlap the other copy's reads.
+"""
+from __future__ import annotations
+
+from ...te.expr import Const, Expr, Var
+from ..functor import substitute, transform, walk
+from ..nodes import Allocate, Buffer, For, ForKind, IfThenElse, Load, Seq, Stmt, Store, seq
+
+
+def _writes(s: Stmt, buffers: set[Buffer]) -> bool:
+    found: list[bool] = []
+    walk(s, lambda n: found.append(True) if isinstance(n, Store) and n.buffer in buffers else None)
+    return bool(found)
+
+
+def _retarget(s: Stmt, copies: dict[Buffer, Buffer]) -> Stmt:
+    def post(n: object) -> object | None:
+        if isinstance(n, Load) and n.buffer in copies:
+            return Load(copies[n.buffer], n.index, n.predicate)
+        if isinstance(n, Store) and n.buffer in copies:
+            return Store(copies[n.buffer], n.index, n.value, n.predicate)
+        return None
+    return transform(s, post)
+
+
+def _double(loop: For) -> Stmt | None:
+    """The loop rewritten (see the module docstring), or None when it refills no doubled buffer."""
+    allocs: list[Buffer] = []
+    inner = loop.body
+    while isinstance(inner, Allocate):
+        allocs.append(inner.buffer)
+        inner = inner.body
+    doubled = {b for b in allocs if b.double_buffer and b.scope == "shared"}
+    if not doubled or not isinstance(inner, Seq):
+        return None
+    fills = [c for c in inner.stmts if _writes(c, doubled)]
+    work = [c for c in inner.stmts if not _writes(c, doubled)]
+    if list(inner.stmts[:len(fills)]) != fills:
+        return None                   # a fill after the work: not the attach-loop shape
+    copies = [{b: Buffer(f"{b.name}.{k}", b.shape, b.dtype, "shared") for b in doubled} for k in (0, 1)]
+    n = loop.extent
+
+    def at(stmts: list[Stmt], k: Expr, parity: int) -> Stmt:
+        return _retarget(substitute(seq(*stmts), {loop.var: k}), copies[parity])
+
+    def when(k: Expr, stmt: Stmt, needed: bool) -> Stmt:
+        return IfThenElse(k < n, stmt) if needed else stmt
+
+    j = Var(f"{loop.var.name}.pair", loop.var.dtype)
+    k0, k1, k2 = j * 2, j * 2 + 1, j * 2 + 2
+    step = seq(when(k1, at(fills, k1, 1), n % 2 == 1), at(work, k0, 0),
+               when(k2, at(fills, k2, 0), True), when(k1, at(work, k1, 1), n % 2 == 1))
+    for b in reversed(allocs):
+        if b not in doubled:
+            step = Allocate(b, step)
+    out: Stmt = seq(at(fills, Const(0, loop.var.dtype), 0), For(j, (n + 1) // 2, loop.kind, step, loop.thread))
+    for copy in (copies[0], copies[1]):
+        for b in doubled:
+            out = Allocate(copy[b], out)
+    return out
+
+
+def inject_double_buffers(body: Stmt) -> Stmt:
+    """Every serial loop that refills a double-buffered shared stage, rewritten with two copies."""
+    return transform(body, lambda n: _double(n) if isinstance(n, For) and n.kind is ForKind.SERIAL
+                     and n.extent > 1 else None)
