@@ -122,7 +122,6 @@ class CudaEmitter:
         self.lines: list[str] = []
         self.shared: list[str] = []
         self.indent = 1
-        self.temp = 0
 
     # -- names ----------------------------------------------------------------------------------
     def name(self, key: object, hint: str) -> str:
