@@ -2,10 +2,12 @@
 
 The loop becomes two private functions. `body(bufs..., status, vars..., begin, end)` runs
 iterations [begin, end) of the loop: its buffers are noalias parameters, the free variables of
-the loop body are passed by value. `launcher(closure)` unpacks a struct of those arguments,
-computes the calling thread's static chunk and calls the body, which is always inlined into it
-(so the no-alias facts survive). The kernel fills the closure on its stack and calls
-`GOMP_parallel(launcher, closure, threads, 0)`.
+the loop body are passed by value. `launcher(closure)` unpacks a struct of those arguments and
+calls the body, which is always inlined into it (so the no-alias facts survive), on chunks it
+takes from a shared counter in the closure until none is left: about CHUNKS_PER_THREAD chunks
+per thread, so a thread slowed by another process does less of the loop instead of making every
+other thread wait for it (a static split finishes with its slowest thread). The kernel fills the
+closure on its stack and calls `GOMP_parallel(launcher, closure, threads, 0)`.
 
 An allocation failure in a thread stores its error code to `status` (an i32 in the kernel's
 frame) and ends that thread's chunk; the kernel checks it once every thread has joined.
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
     from .llvm import LLVMCodegen
 
 OPENMP_LIBRARY = "libgomp.so.1"
+CHUNKS_PER_THREAD = 8
 _warned_serial = False
 
 
@@ -80,13 +83,13 @@ def emit_parallel_for(cg: LLVMCodegen, loop: For) -> None:
     body_scope = cg.emit_function(
         body, dict(zip(vars, args[len(ptrs) + 1:-2])), dict(zip(bufs, args[:len(ptrs)])),
         lambda: cg.serial_loop(loop.var, args[-2], args[-1], loop.body), status=args[len(ptrs)])
-    closure_ty = ir.LiteralStructType(types)
+    closure_ty = ir.LiteralStructType(types + [I32])     # + the next chunk's first iteration
     launcher = cg.new_function(name, [PTR], internal=True)
     cg.emit_function(launcher, {}, {}, lambda: _launcher_body(cg, launcher, closure_ty, body, loop.extent))
     b = cg.b
     closure = h.alloca_once(b, closure_ty, name=f"{name}.closure")
     b.store(ir.Constant(I32, 0), status)
-    for k, v in enumerate(ptrs + [status] + values):
+    for k, v in enumerate(ptrs + [status] + values + [ir.Constant(I32, 0)]):
         b.store(v, b.gep(closure, [ir.Constant(I32, 0), ir.Constant(I32, k)], inbounds=True,
                          source_etype=closure_ty))
     gomp = h.declare(cg.module, "GOMP_parallel", VOID, [PTR, PTR, I32, I32])
@@ -102,14 +105,24 @@ def emit_parallel_for(cg: LLVMCodegen, loop: For) -> None:
 def _launcher_body(cg: LLVMCodegen, launcher: ir.Function, closure_ty: ir.LiteralStructType,
                    body: ir.Function, extent: int) -> None:
     b = cg.b
-    fields = [b.load(b.gep(launcher.args[0], [ir.Constant(I32, 0), ir.Constant(I32, k)],
-                           inbounds=True, source_etype=closure_ty), typ=ty)
-              for k, ty in enumerate(closure_ty.elements)]
-    tid = b.call(h.declare(cg.module, "omp_get_thread_num", I32, []), [])
+    slots = [b.gep(launcher.args[0], [ir.Constant(I32, 0), ir.Constant(I32, k)], inbounds=True,
+                   source_etype=closure_ty) for k in range(len(closure_ty.elements))]
+    fields = [b.load(p, typ=ty) for p, ty in zip(slots[:-1], closure_ty.elements[:-1])]
+    next_chunk = slots[-1]
     nthreads = b.call(h.declare(cg.module, "omp_get_num_threads", I32, []), [])
-    # static schedule: thread t runs [t*chunk, min(extent, (t+1)*chunk))
-    chunk = b.sdiv(b.add(nthreads, ir.Constant(I32, extent - 1)), nthreads)
-    begin = b.mul(tid, chunk)
+    # chunk = max(1, ceil(extent / (threads * CHUNKS_PER_THREAD)))
+    parts = b.mul(nthreads, ir.Constant(I32, CHUNKS_PER_THREAD))
+    chunk = b.sdiv(b.add(parts, ir.Constant(I32, extent - 1)), parts)
+    grab = b.append_basic_block("grab")
+    work = b.append_basic_block("work")
+    done = b.append_basic_block("done")
+    b.branch(grab)
+    b.position_at_end(grab)
+    begin = b.atomic_rmw("add", next_chunk, chunk, "monotonic")
+    b.cbranch(b.icmp_signed("<", begin, ir.Constant(I32, extent)), work, done)
+    b.position_at_end(work)
     end = b.add(begin, chunk)
     end = b.select(b.icmp_signed("<", end, ir.Constant(I32, extent)), end, ir.Constant(I32, extent))
     b.call(body, fields + [begin, end])
+    b.branch(grab)
+    b.position_at_end(done)
