@@ -3,10 +3,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..te.expr import IterVar, Node, Var
+from ..te.expr import Expr, IterVar, Node, Var
 from ..te.traversal import children, field_names, substitute, transform, walk
+from .nodes import Allocate, Buffer, Load, Store
 
-__all__ = ["children", "walk", "transform", "substitute", "free_vars", "uses_var", "structural_equal"]
+__all__ = ["children", "walk", "transform", "substitute", "free_vars", "uses_var", "structural_equal",
+           "written_buffers", "replace_buffers"]
 
 
 def free_vars(node: Node) -> set[Var]:
@@ -24,6 +26,32 @@ def uses_var(node: Node, var: Var) -> bool:
             return True
         stack.extend(children(n))
     return False
+
+
+def written_buffers(node: Node) -> set[Buffer]:
+    """Buffers `node` stores to."""
+    out: set[Buffer] = set()
+    walk(node, lambda n: out.add(n.buffer) if isinstance(n, Store) else None)
+    return out
+
+
+def replace_buffers(node: Node, mapping: dict[Buffer, Buffer], offset: Expr | None = None) -> Any:
+    """`node` with every allocation and access of a buffer in `mapping` moved to its replacement;
+    `offset`, if given, is added to the index of each moved access."""
+
+    def moved(index: Expr) -> Expr:
+        return index if offset is None else offset + index
+
+    def post(n: object) -> object | None:
+        if isinstance(n, Load) and n.buffer in mapping:
+            return Load(mapping[n.buffer], moved(n.index), n.predicate)
+        if isinstance(n, Store) and n.buffer in mapping:
+            return Store(mapping[n.buffer], moved(n.index), n.value, n.predicate)
+        if isinstance(n, Allocate) and n.buffer in mapping:
+            return Allocate(mapping[n.buffer], n.body)
+        return None
+
+    return transform(node, post)
 
 
 def structural_equal(a: Any, b: Any, vmap: dict[Var, Var] | None = None) -> bool:

@@ -16,7 +16,7 @@ from .schedule import Schedule, Stage
 SCOPES = ("global", "local", "shared")
 
 
-def _check_scope(scope: str, where: str) -> None:
+def check_scope(scope: str, where: str) -> None:
     check(scope in SCOPES, f"{where}: unknown scope {scope!r}; expected one of {SCOPES}")
 
 
@@ -27,7 +27,7 @@ def _fresh(iv: IterVar) -> IterVar:
 def cache_write(s: Schedule, tensor: Tensor, scope: str) -> Tensor:
     """Compute `tensor` into a new cache stage; the original stage then copies the cache out."""
     where = f"cache_write of {tensor.name}"
-    _check_scope(scope, where)
+    check_scope(scope, where)
     stage = s[tensor]
     check(isinstance(stage.op, ComputeOp), f"{where}: only a compute can be cached")
     check(not stage.relations and not stage.iter_attrs,
@@ -57,7 +57,7 @@ def _reader_stage(s: Schedule, r: Any) -> Stage:
 def cache_read(s: Schedule, tensor: Tensor, scope: str, readers: Sequence[Any]) -> Tensor:
     """Copy `tensor` into a new stage read by `readers` instead of the original."""
     where = f"cache_read of {tensor.name}"
-    _check_scope(scope, where)
+    check_scope(scope, where)
     producer = s[tensor]
     stages = [_reader_stage(s, r) for r in (readers if isinstance(readers, (list, tuple)) else [readers])]
     check(stages, f"{where}: needs at least one reader")

@@ -216,9 +216,9 @@ class Stage:
     def set_scope(self, scope: str) -> None:
         """Where the stage's buffer lives when it is not an argument: "global", "local" (per
         thread) or "shared" (per GPU block)."""
-        from .dataflow import SCOPES
+        from .dataflow import check_scope
 
-        check(scope in SCOPES, f"set_scope of {self.name}: unknown scope {scope!r}; expected one of {SCOPES}")
+        check_scope(scope, f"set_scope of {self.name}")
         self.scope = scope
 
     def compute_inline(self) -> None:

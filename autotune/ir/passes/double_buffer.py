@@ -11,24 +11,8 @@ read) instead of two, and a fill's global loads overlap the other copy's reads.
 from __future__ import annotations
 
 from ...te.expr import Const, Expr, Var
-from ..functor import substitute, transform, walk
-from ..nodes import Allocate, Buffer, For, ForKind, IfThenElse, Load, Seq, Stmt, Store, seq
-
-
-def _writes(s: Stmt, buffers: set[Buffer]) -> bool:
-    found: list[bool] = []
-    walk(s, lambda n: found.append(True) if isinstance(n, Store) and n.buffer in buffers else None)
-    return bool(found)
-
-
-def _retarget(s: Stmt, copies: dict[Buffer, Buffer]) -> Stmt:
-    def post(n: object) -> object | None:
-        if isinstance(n, Load) and n.buffer in copies:
-            return Load(copies[n.buffer], n.index, n.predicate)
-        if isinstance(n, Store) and n.buffer in copies:
-            return Store(copies[n.buffer], n.index, n.value, n.predicate)
-        return None
-    return transform(s, post)
+from ..functor import replace_buffers, substitute, transform, written_buffers
+from ..nodes import Allocate, Buffer, For, ForKind, IfThenElse, Seq, Stmt, seq
 
 
 def _double(loop: For) -> Stmt | None:
@@ -41,15 +25,15 @@ def _double(loop: For) -> Stmt | None:
     doubled = {b for b in allocs if b.double_buffer and b.scope == "shared"}
     if not doubled or not isinstance(inner, Seq):
         return None
-    fills = [c for c in inner.stmts if _writes(c, doubled)]
-    work = [c for c in inner.stmts if not _writes(c, doubled)]
+    fills = [c for c in inner.stmts if written_buffers(c) & doubled]
+    work = [c for c in inner.stmts if not written_buffers(c) & doubled]
     if list(inner.stmts[:len(fills)]) != fills:
         return None                   # a fill after the work: not the attach-loop shape
     copies = [{b: Buffer(f"{b.name}.{k}", b.shape, b.dtype, "shared") for b in doubled} for k in (0, 1)]
     n = loop.extent
 
     def at(stmts: list[Stmt], k: Expr, parity: int) -> Stmt:
-        return _retarget(substitute(seq(*stmts), {loop.var: k}), copies[parity])
+        return replace_buffers(substitute(seq(*stmts), {loop.var: k}), copies[parity])
 
     def when(k: Expr, stmt: Stmt, needed: bool) -> Stmt:
         return IfThenElse(k < n, stmt) if needed else stmt

@@ -8,8 +8,8 @@ how CUDA schedules are checked against numpy on a machine without a GPU (`serial
 """
 from __future__ import annotations
 
-from ..functor import transform
-from ..nodes import Allocate, Buffer, For, ForKind, Load, PrimFunc, Seq, Store, ThreadAllReduce
+from ..functor import replace_buffers, transform, walk
+from ..nodes import Allocate, Buffer, For, ForKind, PrimFunc, Seq, ThreadAllReduce
 from .barriers import insert_barriers
 from .double_buffer import inject_double_buffers
 from .gpu_launch import LaunchShape, check_threads, launch_shape
@@ -31,24 +31,16 @@ def serialize_threads(func: PrimFunc) -> PrimFunc:
     """The kernel as a CPU program: bound loops run serially and shared buffers become local.
     Bound loops are ordinary loops in the IR's semantics, so this computes what the GPU should;
     it is how CUDA schedules are checked against numpy where there is no GPU."""
-    moved: dict[Buffer, Buffer] = {}
-
-    def local(b: Buffer) -> Buffer:
-        if b.scope != "shared":
-            return b
-        return moved.setdefault(b, Buffer(b.name, b.shape, b.dtype, "local"))
+    shared: list[Buffer] = []
+    walk(func.body, lambda n: shared.append(n.buffer) if isinstance(n, Allocate) and n.buffer.scope == "shared"
+         else None)
+    local = {b: Buffer(b.name, b.shape, b.dtype, "local") for b in shared}
 
     def post(n: object) -> object | None:
         if isinstance(n, ThreadAllReduce):
             return Seq(())
         if isinstance(n, For) and n.kind is ForKind.THREAD_BOUND:
             return For(n.var, n.extent, ForKind.SERIAL, n.body)
-        if isinstance(n, Allocate) and n.buffer.scope == "shared":
-            return Allocate(local(n.buffer), n.body)
-        if isinstance(n, Load) and n.buffer.scope == "shared":
-            return Load(local(n.buffer), n.index, n.predicate)
-        if isinstance(n, Store) and n.buffer.scope == "shared":
-            return Store(local(n.buffer), n.index, n.value, n.predicate)
         return None
 
-    return PrimFunc(func.name, func.params, transform(func.body, post), func.attrs)
+    return PrimFunc(func.name, func.params, replace_buffers(transform(func.body, post), local), func.attrs)

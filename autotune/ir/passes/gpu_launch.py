@@ -11,10 +11,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ...dtype import dtype_info
 from ...errors import ScheduleError
 from ...te.expr import Expr
-from ..functor import uses_var, walk
-from ..nodes import Allocate, For, ForKind, IfThenElse, Let, Load, PrimFunc, Seq, Stmt, Store, ThreadAllReduce
+from ..functor import children, uses_var, walk
+from ..nodes import Allocate, Buffer, For, ForKind, IfThenElse, Load, PrimFunc, Seq, Stmt, Store, ThreadAllReduce
 from .barriers import is_barrier
 
 MAX_THREADS_PER_BLOCK = 1024
@@ -74,28 +75,14 @@ def _bound_extents(func: PrimFunc) -> dict[str, int]:
 
 
 def _stmt_children(s: Stmt) -> list[Stmt]:
-    if isinstance(s, (For, Allocate)):
-        return [s.body]
-    if isinstance(s, IfThenElse):
-        return [s.then_case] + ([s.else_case] if s.else_case is not None else [])
-    if isinstance(s, Seq):
-        return list(s.stmts)
-    if isinstance(s, Let):
-        return [s.body]
-    return []
+    return [c for c in children(s) if isinstance(c, Stmt)]
 
 
 def shared_bytes(func: PrimFunc) -> int:
-    from ...dtype import dtype_info
-
-    total = 0
-
-    def add(n: object) -> None:
-        nonlocal total
-        if isinstance(n, Allocate) and n.buffer.scope == "shared":
-            total += n.buffer.size * dtype_info(n.buffer.dtype).bytes
-    walk(func.body, add)
-    return total
+    allocs: list[Buffer] = []
+    walk(func.body, lambda n: allocs.append(n.buffer) if isinstance(n, Allocate) and n.buffer.scope == "shared"
+         else None)
+    return sum(b.size * dtype_info(b.dtype).bytes for b in allocs)
 
 
 def allreduce_warps(block: tuple[int, ...]) -> int:
@@ -105,8 +92,6 @@ def allreduce_warps(block: tuple[int, ...]) -> int:
 
 
 def _allreduce_scratch_bytes(func: PrimFunc, block: tuple[int, ...]) -> int:
-    from ...dtype import dtype_info
-
     reduces: list[ThreadAllReduce] = []
     walk(func.body, lambda n: reduces.append(n) if isinstance(n, ThreadAllReduce) else None)
     if reduces and block[0] & (block[0] - 1):

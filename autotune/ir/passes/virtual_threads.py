@@ -3,57 +3,33 @@ InjectVirtualThread), so the work they share runs once per real thread."""
 from __future__ import annotations
 
 from ...te.expr import Var
-from ..functor import transform, uses_var, walk
-from ..nodes import Allocate, Buffer, For, ForKind, IfThenElse, Let, Load, Seq, Stmt, Store, seq
-
-
-def _uses(s: object, v: Var) -> bool:
-    return uses_var(s, v)  # type: ignore[arg-type]
-
-
-def _expand_local(body: Stmt, old: Buffer, new: Buffer, v: Var) -> Stmt:
-    """Accesses of `old` moved to virtual thread v's slice of `new` (n copies of `old`)."""
-    offset = v * old.size
-
-    def post(n: object) -> object | None:
-        if isinstance(n, Load) and n.buffer is old:
-            return Load(new, offset + n.index, n.predicate)
-        if isinstance(n, Store) and n.buffer is old:
-            return Store(new, offset + n.index, n.value, n.predicate)
-        return None
-    return transform(body, post)
-
-
-def _writes_local(s: Stmt, own: frozenset[Buffer]) -> bool:
-    """Whether `s` writes a local buffer allocated outside the virtual thread (one copy for all)."""
-    found: list[bool] = []
-    walk(s, lambda n: found.append(True) if isinstance(n, Store) and n.buffer.scope == "local"
-         and n.buffer not in own else None)
-    return bool(found)
+from ..functor import replace_buffers, transform, uses_var, written_buffers
+from ..nodes import Allocate, Buffer, For, ForKind, IfThenElse, Let, Seq, Stmt, seq
 
 
 def _push_vthread(v: Var, n: int, s: Stmt, own: frozenset[Buffer] = frozenset()) -> Stmt:
     """`for v in vthread(n): s` with the loop moved down to the statements that depend on v.
     `own`: the local buffers this virtual thread has its own slice of."""
     loop = For(v, n, ForKind.THREAD_BOUND, s, "vthread")
-    if not _uses(s, v):
+    if not uses_var(s, v):
         return s                      # the same work for every virtual thread: done once
     if isinstance(s, Allocate):
         if s.buffer.scope != "local":
             return Allocate(s.buffer, _push_vthread(v, n, s.body, own))
-        b = s.buffer
+        b = s.buffer                  # n copies, virtual thread v's slice of them at v * size
         new = Buffer(b.name, (n * b.size,), b.dtype, b.scope)
-        return Allocate(new, _push_vthread(v, n, _expand_local(s.body, b, new, v), own | {new}))
+        return Allocate(new, _push_vthread(v, n, replace_buffers(s.body, {b: new}, v * b.size), own | {new}))
     if isinstance(s, Seq):
-        if _writes_local(s, own):     # shared per-thread scratch: keep each virtual thread's use whole
+        if any(b.scope == "local" and b not in own for b in written_buffers(s)):
+            # a local buffer allocated outside: one copy for all, keep each virtual thread's use whole
             return loop
         return seq(*(_push_vthread(v, n, c, own) for c in s.stmts))
     if isinstance(s, For):
         return For(s.var, s.extent, s.kind, _push_vthread(v, n, s.body, own), s.thread)
-    if isinstance(s, IfThenElse) and not _uses(s.cond, v):
+    if isinstance(s, IfThenElse) and not uses_var(s.cond, v):
         other = None if s.else_case is None else _push_vthread(v, n, s.else_case, own)
         return IfThenElse(s.cond, _push_vthread(v, n, s.then_case, own), other)
-    if isinstance(s, Let) and not _uses(s.value, v):
+    if isinstance(s, Let) and not uses_var(s.value, v):
         return Let(s.var, s.value, _push_vthread(v, n, s.body, own))
     return loop
 
