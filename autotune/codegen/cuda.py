@@ -14,6 +14,7 @@ import re
 from ..dtype import dtype_info
 from ..errors import BuildError
 from ..ir.bounds import const_bound
+from ..ir.functor import walk
 from ..ir.nodes import (Allocate, Broadcast, Evaluate, For, ForKind, IfThenElse, Let, Load, PrimFunc, Ramp,
                         Seq, Stmt, Store, ThreadAllReduce)
 from ..ir.passes.barriers import BARRIER
@@ -37,7 +38,7 @@ _HELPER = {BinOp.MAX: "at_max", BinOp.MIN: "at_min", BinOp.FLOORDIV: "at_floordi
 _MATH = {"exp": ("expf", "exp"), "log": ("logf", "log"), "sqrt": ("sqrtf", "sqrt"), "rsqrt": ("rsqrtf", "rsqrt"),
          "tanh": ("tanhf", "tanh"), "erf": ("erff", "erf"), "fabs": ("fabsf", "fabs"), "floor": ("floorf", "floor"),
          "ceil": ("ceilf", "ceil"), "pow": ("powf", "pow"), "sigmoid": ("at_sigmoid", "at_sigmoid")}
-_INDEX = {f"{p}.{a}": f"{p}.{a}" for p in ("threadIdx", "blockIdx") for a in "xyz"}
+INDEX_TAGS = frozenset(f"{p}.{a}" for p in ("threadIdx", "blockIdx") for a in "xyz")   # CUDA's own names
 # names a variable or buffer must not take: C/C++ keywords, CUDA built-ins, the math functions
 RESERVED = frozenset(
     "auto bool break case char const continue default do double else enum extern float for goto if inline int "
@@ -114,8 +115,8 @@ class CudaEmitter:
     def __init__(self, func: PrimFunc, shape: LaunchShape) -> None:
         self.func = func
         self.shape = shape
-        self.block = dict(zip((f"threadIdx.{a}" for a in "xyz"), shape.block))
-        self.block.update(zip((f"blockIdx.{a}" for a in "xyz"), shape.grid))
+        self.launch = {**dict(zip((f"threadIdx.{a}" for a in "xyz"), shape.block)),
+                       **dict(zip((f"blockIdx.{a}" for a in "xyz"), shape.grid))}     # extent of each index
         self.names: dict[object, str] = {}
         self.used: set[str] = set()
         self.ranges: dict[Var, tuple[int, int]] = {}
@@ -178,8 +179,11 @@ class CudaEmitter:
             return _float_literal(e.value, e.dtype)
         if kind == "bool":
             return "true" if e.value else "false"
-        return f"{int(e.value)}LL" if e.dtype == "int64" else f"({dtype_info(e.dtype).cuda}){int(e.value)}" \
-            if e.dtype != "int32" else str(int(e.value))
+        if e.dtype == "int32":
+            return str(int(e.value))
+        if e.dtype == "int64":
+            return f"{int(e.value)}LL"
+        return f"({dtype_info(e.dtype).cuda}){int(e.value)}"
 
     def binary(self, e: Binary) -> str:
         a, b = self.expr(e.a), self.expr(e.b)
@@ -243,11 +247,11 @@ class CudaEmitter:
         if s.kind is ForKind.PARALLEL:
             raise BuildError(f"cuda codegen: loop {s.var.name} is parallel (a CPU schedule); bind it to "
                              "blockIdx/threadIdx instead")
-        if s.kind is ForKind.THREAD_BOUND and s.thread in _INDEX:
+        if s.kind is ForKind.THREAD_BOUND and s.thread in INDEX_TAGS:
             self.line("{")
             self.indent += 1
-            self.line(f"const int {v} = {_INDEX[s.thread]};")
-            if s.extent < self.block[s.thread]:
+            self.line(f"const int {v} = {s.thread};")
+            if s.extent < self.launch[s.thread]:
                 self.line(f"if ({v} < {s.extent}) {{")
                 self.nested(s.body)
                 self.line("}")
@@ -280,8 +284,6 @@ class CudaEmitter:
 
     def float4_loads(self, value: Expr) -> dict[int, list[Var]]:
         """Read each aligned float32x4 load of `value` once into a float4; its lanes as variables."""
-        from ..ir.functor import walk
-
         known: dict[int, list[Var]] = {}
 
         def visit(n: object) -> None:
@@ -302,13 +304,12 @@ class CudaEmitter:
         threadIdx.x wider than a warp then exchanges one partial per warp through shared memory."""
         acc = self.name(s.buffer, s.buffer.name)
         ctype = dtype_info(s.buffer.dtype).cuda
-        width, (_, by, bz) = self.shape.block[0], self.shape.block
+        width, by, bz = self.shape.block
         op = {"sum": "{a} + {b}", "max": "at_max({a}, {b})", "min": "at_min({a}, {b})"}[s.combiner]
-        threads = width * by * bz
         self.line("{")
         self.indent += 1
         self.line("const int at_lane = (threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x;")
-        self.line(f"const int at_live = {threads} - (at_lane & ~31);   // threads in this warp")
+        self.line(f"const int at_live = {self.shape.threads} - (at_lane & ~31);   // threads in this warp")
         self.line("const unsigned at_mask = at_live >= 32 ? 0xffffffffu : ((1u << at_live) - 1u);")
         self.line(f"{ctype} at_v = {acc}[0];")
         offset = min(width, 32) // 2

@@ -17,6 +17,7 @@ from ..dtype import dtype_info
 from ..errors import ArgumentError
 from ..ir.nodes import PrimFunc
 from .cuda import emit_cuda, kernel_name
+from .module import check_count, check_host_array
 from .nvcc import compile_cuda
 
 SIGNATURE_VERSION = 1
@@ -63,9 +64,7 @@ class CudaFunction:
     """`f(*arrays)` launches the kernel on arrays in the order of the function's params and waits."""
 
     def __init__(self, signature: dict[str, Any], cubin: bytes) -> None:
-        from .cuda_device import driver
-
-        from .cuda_device import device_info
+        from .cuda_device import device_info, driver
 
         check_cuda_signature(signature, cubin)
         self._drv = drv = driver()
@@ -81,10 +80,7 @@ class CudaFunction:
         self._module = drv.module_from_buffer(cubin)
         self._kernel = self._module.get_function(signature["entry"])
         self._kernel.prepare("P" * len(self._params))
-        launch = signature["launch"]
-        self._grid, self._block = tuple(launch["grid"])[:2], tuple(launch["block"])
-        if launch["grid"][2] != 1:
-            raise ValueError(f"{self.name}: blockIdx.z is not supported by the launcher; bind z axes to y or x")
+        self._grid, self._block = tuple(signature["launch"]["grid"]), tuple(signature["launch"]["block"])
 
     @classmethod
     def build(cls, func: PrimFunc, arch: str) -> CudaFunction:
@@ -98,20 +94,13 @@ class CudaFunction:
         """Device pointers for every argument; host arrays get a temporary device copy (of their
         contents too for outputs when `copy_outputs`: a kernel that skips elements then shows
         the host's sentinel values, not whatever the allocation held before)."""
-        if len(arrays) != len(self._params):
-            names = ", ".join(p[0] for p in self._params)
-            raise ArgumentError(f"{self.name} takes {len(self._params)} arrays ({names}), got {len(arrays)}")
+        check_count(self.name, [p[0] for p in self._params], arrays)
         pointers, host = [], []
         for pos, (a, (pname, shape, dtype)) in enumerate(zip(arrays, self._params)):
             what = f"argument {pos} ({pname})"
             ptr = _device_pointer(a, what, shape, dtype)
             if ptr is None:
-                if a.dtype != dtype:
-                    raise ArgumentError(f"{what}: expected dtype {dtype.name}, got {a.dtype}")
-                if a.shape != shape:
-                    raise ValueError(f"{what}: expected shape {shape}, got {a.shape}")
-                if pos in self._outputs and not a.flags.writeable:
-                    raise ValueError(f"{what}: is written by {self.name} but the array is read-only")
+                check_host_array(a, what, dtype, shape, pos in self._outputs, self.name)
                 mem = self._drv.mem_alloc(max(a.nbytes, 1))
                 if copy_outputs or pos not in self._outputs:
                     self._drv.memcpy_htod(mem, np.ascontiguousarray(a))

@@ -123,25 +123,18 @@ class BuiltFunction:
         """Raise ArgumentError (type, dtype, count) or ValueError (shape, layout, aliasing)
         naming the argument, before anything reaches ctypes."""
         params = self._params
-        if len(arrays) != len(params):
-            names = ", ".join(p[0] for p in params)
-            raise ArgumentError(f"{self.name} takes {len(params)} arrays ({names}), got {len(arrays)}")
-        for pos, (a, (pname, _, pdtype), (dtype, shape)) in enumerate(zip(arrays, params, self._expect)):
+        check_count(self.name, [p[0] for p in params], arrays)
+        for pos, (a, (pname, _, _), (dtype, shape)) in enumerate(zip(arrays, params, self._expect)):
             what = f"argument {pos} ({pname})"
             if not isinstance(a, np.ndarray):
                 raise ArgumentError(f"{what}: expected a numpy.ndarray, got {type(a).__name__}")
-            if a.dtype != dtype:
-                raise ArgumentError(f"{what}: expected dtype {pdtype}, got {a.dtype}")
-            if a.shape != shape:
-                raise ValueError(f"{what}: expected shape {shape}, got {a.shape}")
+            check_host_array(a, what, dtype, shape, pos in self._outputs, self.name)
             if not a.flags.c_contiguous:
                 raise ValueError(f"{what}: expected a C-contiguous array, got strides {a.strides}; "
                                  "use np.ascontiguousarray")
             if not a.flags.aligned:
                 raise ValueError(f"{what}: expected an array aligned to its {a.itemsize}-byte "
                                  "elements, got a misaligned one")
-            if pos in self._outputs and not a.flags.writeable:
-                raise ValueError(f"{what}: is written by {self.name} but the array is read-only")
         for i in range(len(arrays)):
             for j in range(i + 1, len(arrays)):
                 # every parameter is `noalias`, which only forbids overlap with memory the kernel writes
@@ -168,6 +161,23 @@ class BuiltFunction:
 
     def __repr__(self) -> str:
         return f"BuiltFunction({self.name}, params=({', '.join(p[0] for p in self._params)}))"
+
+
+def check_count(owner: str, names: list[str], arrays: tuple) -> None:
+    """ArgumentError unless there is one array per parameter."""
+    if len(arrays) != len(names):
+        raise ArgumentError(f"{owner} takes {len(names)} arrays ({', '.join(names)}), got {len(arrays)}")
+
+
+def check_host_array(a: np.ndarray, what: str, dtype: np.dtype, shape: tuple[int, ...], written: bool,
+                     owner: str) -> None:
+    """ArgumentError (dtype) or ValueError (shape, a read-only output) naming the argument."""
+    if a.dtype != dtype:
+        raise ArgumentError(f"{what}: expected dtype {dtype.name}, got {a.dtype}")
+    if a.shape != shape:
+        raise ValueError(f"{what}: expected shape {shape}, got {a.shape}")
+    if written and not a.flags.writeable:
+        raise ValueError(f"{what}: is written by {owner} but the array is read-only")
 
 
 def make_signature(func: PrimFunc, obj: bytes | None = None, openmp: bool | None = None) -> dict[str, Any]:
