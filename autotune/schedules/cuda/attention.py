@@ -19,13 +19,14 @@ from __future__ import annotations
 from typing import Any
 
 from ... import te
+from ...dtype import dtype_info
+from ...ir.passes.gpu_launch import SHARED_BYTES_LIMIT
 from ...topi import nn as topi_nn
 from ...topi.nn import KEY_PACK, ROW_ELEMWISE, ROW_REDUCE, ROW_SCALAR
 from ..cpu.nn import DEFAULT_SCALE, attention_reference, attention_scale
 from ..schedule import Schedule
 from ..task import template
-from .generic import MAX_SHARED_BYTES, bind_cooperative, dtype_bytes
-from .nn import _reduce_across_threads
+from .generic import bind_cooperative, block_width, statistic_per_thread
 
 # first = the default config's: 4 query rows per block (a 1024-key row pair of score and
 # probability buffers is 32 KiB), 128 threads (4 warps)
@@ -46,15 +47,13 @@ def _define_knobs(cfg: Any, seq_q: int, seq_k: int, head_dim: int, dtype: str) -
     cfg.define_split("tile_q", seq_q, 2, policy="candidate", candidate=[[-1, q] for q in _TILE_Q])
     cfg.define_knob("threads", list(_THREADS))
     cfg.define_knob("inline_exp", [0, 1])
-    tq, T = cfg["tile_q"].size[-1], cfg["threads"].val
-    while T > seq_k:
-        T //= 2
+    tq, T = cfg["tile_q"].size[-1], block_width(cfg["threads"].val, seq_k)
     buffers = 1 if cfg["inline_exp"].val else 2
     # the score (and probability) tiles, the query tile, one partial per warp for the two exchanges
-    shared = (buffers * tq * seq_k + tq * head_dim + 2 * T // 32) * dtype_bytes(dtype)
-    cfg.raise_if(shared > MAX_SHARED_BYTES,
+    shared = (buffers * tq * seq_k + tq * head_dim + 2 * T // 32) * dtype_info(dtype).bytes
+    cfg.raise_if(shared > SHARED_BYTES_LIMIT,
                  f"{buffers} score tile(s) of {tq} x {seq_k} and the query tile ({shared} bytes) do not fit "
-                 f"in shared memory ({MAX_SHARED_BYTES} bytes)")
+                 f"in shared memory ({SHARED_BYTES_LIMIT} bytes)")
     return tq, T
 
 
@@ -88,10 +87,7 @@ def _schedule_stages(s: Schedule, O: te.Tensor, q: te.Tensor, tq: int, T: int, i
             st.compute_at(s[O], block)
             bind_cooperative(s, st.op.output(0), (T,), 1)
         elif tag in (ROW_REDUCE, ROW_SCALAR):
-            st.set_scope("local")   # every thread needs every row's statistic: registers
-            st.compute_at(s[O], block)
-            if tag == ROW_REDUCE:
-                _reduce_across_threads(st, T)
+            statistic_per_thread(st, s[O], block, T)
     S = stages["S"]
     S.set_scope("shared")
     S.compute_at(s[O], block)

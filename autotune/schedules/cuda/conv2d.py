@@ -15,10 +15,12 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ... import te
+from ...dtype import dtype_info
+from ...ir.passes.gpu_launch import MAX_THREADS_PER_BLOCK, SHARED_BYTES_LIMIT
 from ..cpu.conv2d import conv2d_nchw, conv2d_reference, nchw_geometry
 from ..schedule import Schedule
 from ..task import template
-from .generic import MAX_SHARED_BYTES, MAX_THREADS, dtype_bytes, split_exact
+from .generic import split_exact
 
 # candidates of each output axis, (vthread, threads, per-thread); the first is the default
 # config's, chosen for the 3x3 / 64-channel / 56x56 layer and the ResNet-50 3x3 layers (56, 28,
@@ -50,13 +52,13 @@ def _check_limits(cfg: Any, KH: int, KW: int, stride: tuple[int, int], dtype: st
     cfg.raise_if(rf * ry * rx * vf * vy * vx > _MAX_REGISTER_TILE,
                  f"a {vf * rf} x {vy * ry} x {vx * rx} register tile per thread spills")
     threads = tf * ty * tx
-    cfg.raise_if(threads > MAX_THREADS, f"{tf} x {ty} x {tx} = {threads} threads per block > {MAX_THREADS}")
+    cfg.raise_if(threads > MAX_THREADS_PER_BLOCK, f"{tf} x {ty} x {tx} = {threads} threads per block > {MAX_THREADS_PER_BLOCK}")
     cfg.raise_if(threads < 32, f"{tf} x {ty} x {tx} = {threads} threads per block is less than a warp")
     bf, by, bx = vf * tf * rf, vy * ty * ry, vx * tx * rx
     span_y = (by - 1) * stride[0] + KH
     span_x = (bx - 1) * stride[1] + KW
-    shared = (rc * span_y * span_x + bf * rc * KH * KW) * dtype_bytes(dtype)
-    cfg.raise_if(shared > MAX_SHARED_BYTES, f"shared tiles of {shared} bytes > {MAX_SHARED_BYTES}")
+    shared = (rc * span_y * span_x + bf * rc * KH * KW) * dtype_info(dtype).bytes
+    cfg.raise_if(shared > SHARED_BYTES_LIMIT, f"shared tiles of {shared} bytes > {SHARED_BYTES_LIMIT}")
     return tf, ty, tx
 
 

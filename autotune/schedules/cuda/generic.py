@@ -12,21 +12,12 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ... import te
-from ...dtype import dtype_info
-from ...ir.passes.gpu_launch import MAX_THREADS_PER_BLOCK, SHARED_BYTES_LIMIT
-from ..schedule import Schedule, create_schedule
-
-MAX_THREADS = MAX_THREADS_PER_BLOCK
-MAX_SHARED_BYTES = SHARED_BYTES_LIMIT
-MAX_GRID_Y = 65535
+from ..generic import inline_injective
+from ..schedule import Schedule, Stage, create_schedule
 
 THREADS = (256, 128, 512, 1024)      # the first of each is the default config's
 VECTOR = (4, 1, 2)
 PER_THREAD = (1, 2, 4, 8)
-
-
-def dtype_bytes(dtype: str) -> int:
-    return dtype_info(dtype).bytes
 
 
 def bind_cooperative(s: Schedule, tensor: te.Tensor, threads: Sequence[int], vec: int) -> None:
@@ -61,17 +52,37 @@ def split_exact(st: Any, axis: Any, size: Sequence[int]) -> list[Any]:
     return [*out, axis]
 
 
-def inline_producers(s: Schedule, out: te.Tensor) -> None:
-    """Inline every compute stage but the output: one kernel, no intermediate buffers."""
-    for st in s.stages:
-        if st is not s[out] and isinstance(st.op, te.ComputeOp) and st.attach != "inline":
-            st.compute_inline()
+def block_width(threads: int, n: int) -> int:
+    """`threads` halved until at most `n`: a power of two (a cross-thread reduction needs one)
+    that gives every thread a share of a row of n elements."""
+    while threads > n and threads > 1:
+        threads //= 2
+    return threads
+
+
+def reduce_across_threads(st: Stage, threads: int) -> None:
+    """A reduction's axes (fused) split by `threads`, the inner part bound to threadIdx.x: each
+    thread accumulates every threads-th element (a warp's loads coalesced), then the threads
+    combine their partials with warp shuffles (a cross-thread reduction)."""
+    k = st.fuse(*st.op.reduce_axis) if len(st.op.reduce_axis) > 1 else st.op.reduce_axis[0]
+    ko, kt = st.split(k, factor=threads)
+    st.reorder(*st.op.axis, kt, ko)
+    st.bind(kt, te.thread_axis("threadIdx.x"))
+
+
+def statistic_per_thread(st: Stage, consumer: Stage, axis: Any, threads: int) -> None:
+    """A row statistic (or a scalar made of one) computed at the consumer's block loop into each
+    thread's registers (every thread needs it); a reduction is reduced across the threads."""
+    st.compute_at(consumer, axis)
+    st.set_scope("local")
+    if st.op.reduce_axis:
+        reduce_across_threads(st, threads)
 
 
 def schedule_injective(cfg: Any, s: Schedule, out: te.Tensor, prefix: str = "") -> None:
     """One kernel for an injective output. Knobs: `threads` per block, `vec` (elements per
     thread access, innermost, vectorized) and `per_thread` (vectors per thread, a grid stride apart)."""
-    inline_producers(s, out)
+    inline_injective(s)
     st = s[out]
     cfg.define_knob(f"{prefix}threads", list(THREADS))
     cfg.define_knob(f"{prefix}vec", list(VECTOR))

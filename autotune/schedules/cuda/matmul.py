@@ -13,9 +13,11 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from ... import te
+from ...dtype import dtype_info
+from ...ir.passes.gpu_launch import MAX_THREADS_PER_BLOCK, SHARED_BYTES_LIMIT
 from ..cpu.matmul import _dense_reference
 from ..task import template
-from .generic import MAX_SHARED_BYTES, MAX_THREADS, bind_cooperative, dtype_bytes, split_exact
+from .generic import bind_cooperative, split_exact
 
 # (vthread, threads, per-thread) of each output axis. The default config: 128 x 128 block tiles,
 # 16 x 16 threads, 8 x 8 outputs per thread; along x as 4 virtual threads of 2 columns, so the 16
@@ -48,10 +50,10 @@ def _check_limits(cfg: Any, dtype: str) -> tuple[int, int]:
     _, vx, tx, rx = cfg["tile_x"].size
     bk = cfg["tile_k"].size[-1]
     threads = ty * tx
-    cfg.raise_if(threads > MAX_THREADS, f"{ty} x {tx} = {threads} threads per block > {MAX_THREADS}")
+    cfg.raise_if(threads > MAX_THREADS_PER_BLOCK, f"{ty} x {tx} = {threads} threads per block > {MAX_THREADS_PER_BLOCK}")
     cfg.raise_if(threads < 32, f"{ty} x {tx} = {threads} threads per block is less than a warp")
-    shared = (vy * ty * ry + vx * tx * rx) * bk * dtype_bytes(dtype) * (1 + cfg["double_buffer"].val)
-    cfg.raise_if(shared > MAX_SHARED_BYTES, f"shared tiles of {shared} bytes > {MAX_SHARED_BYTES}")
+    shared = (vy * ty * ry + vx * tx * rx) * bk * dtype_info(dtype).bytes * (1 + cfg["double_buffer"].val)
+    cfg.raise_if(shared > SHARED_BYTES_LIMIT, f"shared tiles of {shared} bytes > {SHARED_BYTES_LIMIT}")
     cfg.raise_if(vy * ry * vx * rx > 128, f"a {vy * ry} x {vx * rx} register tile per thread spills")
     vec = cfg["fetch_vec"].val
     cfg.raise_if(bk % vec != 0 or (vx * tx * rx) % vec != 0,

@@ -15,6 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from ... import te
+from ...dtype import dtype_info
+from ...ir.passes.gpu_launch import SHARED_BYTES_LIMIT
 from ...te.tensor import ComputeOp
 from ...topi import nn as topi_nn
 from ...topi.nn import ROW_ELEMWISE, ROW_REDUCE, ROW_SCALAR
@@ -22,7 +24,7 @@ from ..cpu.nn import (_check_rows, _eps, layer_norm_reference, log_softmax_refer
                       softmax_reference)
 from ..schedule import Schedule
 from ..task import template
-from .generic import MAX_SHARED_BYTES, THREADS, VECTOR, bind_cooperative, dtype_bytes
+from .generic import THREADS, VECTOR, bind_cooperative, block_width, statistic_per_thread
 
 
 def _row_knobs(cfg: Any, N: int, dtype: str) -> int:
@@ -34,21 +36,10 @@ def _row_knobs(cfg: Any, N: int, dtype: str) -> int:
     cfg.define_knob("vec", list(VECTOR))
     T = cfg["threads"].val
     # the row, plus one partial per warp for each statistic's exchange (two at most)
-    row_bytes = (N + 2 * T // 32) * dtype_bytes(dtype)
-    cfg.raise_if(cfg["cache_row"].val and row_bytes > MAX_SHARED_BYTES,
+    row_bytes = (N + 2 * T // 32) * dtype_info(dtype).bytes
+    cfg.raise_if(cfg["cache_row"].val and row_bytes > SHARED_BYTES_LIMIT,
                  f"a row of {N} elements and its partials ({row_bytes} bytes) do not fit in shared memory")
-    lanes = T
-    while lanes > N:
-        lanes //= 2
-    return lanes
-
-
-def _reduce_across_threads(st: Any, T: int) -> None:
-    """A row statistic: every thread accumulates every T-th element, then the threads combine."""
-    (k,) = st.op.reduce_axis
-    ko, kt = st.split(k, factor=T)
-    st.reorder(*st.op.axis, kt, ko)
-    st.bind(kt, te.thread_axis("threadIdx.x"))
+    return block_width(T, N)
 
 
 def schedule_rows(cfg: Any, out: te.Tensor, x: te.Tensor, T: int) -> Schedule:
@@ -79,10 +70,7 @@ def schedule_rows(cfg: Any, out: te.Tensor, x: te.Tensor, T: int) -> Schedule:
             p.compute_inline()
             continue
         assert tag in (ROW_REDUCE, ROW_SCALAR), f"unexpected row stage {p.name} ({tag})"
-        p.compute_at(st, i)
-        p.set_scope("local")   # per thread: every thread needs the statistic, a register is the cheapest copy
-        if tag == ROW_REDUCE:
-            _reduce_across_threads(p, T)
+        statistic_per_thread(p, st, i, T)
     return s
 
 

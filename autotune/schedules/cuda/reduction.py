@@ -17,46 +17,25 @@ from ...topi import reduction as topi
 from ..cpu.elementwise import as_shape
 from ..cpu.reduction import REDUCTIONS, _axes, _keepdims
 from ..task import template
-from .generic import THREADS
+from .generic import THREADS, block_width, reduce_across_threads, statistic_per_thread
 
 CUDA_REDUCTIONS = ("sum", "mean", "max", "min", "var")
-
-
-def _block_threads(cfg: Any, row: int) -> int:
-    """Knob `threads`, capped at the largest power of two <= the row (a cross-thread reduction
-    needs a power-of-two block, and every thread a share of the row)."""
-    cfg.define_knob("threads", list(THREADS) + [64, 32])
-    threads = cfg["threads"].val
-    while threads > row and threads > 1:
-        threads //= 2
-    return threads
-
-
-def _reduce_rows(st: Any, threads: int) -> None:
-    """The stage's reduce axes fused into one row, split over the threads (inner part bound)."""
-    row = st.fuse(*st.op.reduce_axis) if len(st.op.reduce_axis) > 1 else st.op.reduce_axis[0]
-    ko, kt = st.split(row, factor=threads)
-    st.reorder(*st.op.axis, kt, ko)
-    st.bind(kt, te.thread_axis("threadIdx.x"))
 
 
 def schedule_rows(cfg: Any, y: te.Tensor, row: int) -> te.Schedule:
     """One block per output element: every reduction stage at the block, reduced across threads."""
     s = te.create_schedule(y.op)
-    threads = _block_threads(cfg, row)
+    # knob `threads`, capped to the row (every thread gets a share of it)
+    cfg.define_knob("threads", list(THREADS) + [64, 32])
+    threads = block_width(cfg["threads"].val, row)
     out = s[y]
     if out.op.reduce_axis:
-        _reduce_rows(out, threads)
+        reduce_across_threads(out, threads)
     rows = out.fuse(*out.op.axis) if len(out.op.axis) > 1 else out.op.axis[0]
-    stages = [st for st in s.stages if isinstance(st.op, ComputeOp)]
     out.bind(rows, te.thread_axis("blockIdx.x"))
-    for st in stages:
-        if st is out:
-            continue
-        st.compute_at(out, rows)
-        st.set_scope("local")     # each thread keeps the row's statistic in a register
-        if st.op.reduce_axis:
-            _reduce_rows(st, threads)
+    for st in s.stages:
+        if st is not out and isinstance(st.op, ComputeOp):
+            statistic_per_thread(st, out, rows, threads)
     return s
 
 
