@@ -69,6 +69,15 @@ def device_info() -> dict[str, Any]:
             "max_threads_per_block": dev.get_attribute(attr.MAX_THREADS_PER_BLOCK)}
 
 
+def gpu_available() -> bool:
+    """Whether this process can run CUDA kernels (PyCUDA imports and the driver sees a GPU)."""
+    try:
+        device_info()
+    except Exception:       # no PyCUDA, no driver, no device, or a driver error: no usable GPU
+        return False
+    return True
+
+
 def parse_target(target: str) -> dict[str, str]:
     """{"arch": ..., "name": ...} from "cuda [-arch=sm_XY] [-name=...]" (either may be absent)."""
     words = str(target).split()

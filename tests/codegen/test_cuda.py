@@ -10,6 +10,7 @@ import autotune
 from autotune import te
 from autotune.codegen import build_module
 from autotune.codegen.cuda import emit_cuda
+from autotune.codegen.cuda_device import gpu_available
 from autotune.codegen.nvcc import compile_cuda, nvcc_path
 from autotune.errors import BuildError, ScheduleError
 from autotune.ir.lower import lower
@@ -18,16 +19,7 @@ from autotune.ir.passes.gpu import serialize_threads
 needs_nvcc = pytest.mark.skipif(nvcc_path() is None, reason="nvcc (CUDA toolkit) not installed")
 
 
-def _has_gpu() -> bool:
-    try:
-        from autotune.codegen.cuda_device import device_info
-        device_info()
-        return True
-    except Exception:
-        return False
-
-
-needs_gpu = pytest.mark.skipif(not _has_gpu(), reason="no CUDA GPU (or PyCUDA) on this machine")
+needs_gpu = pytest.mark.skipif(not gpu_available(), reason="no CUDA GPU (or PyCUDA) on this machine")
 
 
 def _thread(tag: str) -> te.IterVar:
@@ -320,7 +312,7 @@ def test_target_with_an_arch_needs_no_gpu():
         cuda_target_key("cuda -fast")
 
 
-@pytest.mark.skipif(_has_gpu(), reason="checks the error where there is no GPU")
+@pytest.mark.skipif(gpu_available(), reason="checks the error where there is no GPU")
 def test_build_for_cuda_without_a_gpu_says_what_is_missing():
     s, args, _ = elementwise()
     with pytest.raises(BuildError, match="PyCUDA|no GPU|driver"):

@@ -6,6 +6,8 @@ import sys
 
 import pytest
 
+from autotune.codegen.cuda_device import gpu_available
+
 
 def cli(*args, env_extra=None, check=True):
     env = dict(os.environ, AUTOTUNE_NUM_THREADS="2", **(env_extra or {}))
@@ -162,16 +164,7 @@ def test_op_library_ops_tune_from_the_cli_and_load_as_tuned(tmp_path):
     np.testing.assert_allclose(s, x[:5, :37].sum(1), rtol=1e-4, atol=1e-4)
 
 
-def _gpu_present() -> bool:
-    try:
-        from autotune.codegen.cuda_device import device_info
-        device_info()
-        return True
-    except Exception:
-        return False
-
-
-@pytest.mark.skipif(_gpu_present(), reason="checks the message on a machine without a GPU")
+@pytest.mark.skipif(gpu_available(), reason="checks the message on a machine without a GPU")
 @pytest.mark.parametrize("target", ["cuda", "cuda -arch=sm_90"])
 def test_tuning_for_cuda_without_a_gpu_is_one_line(target, tmp_path):
     p = cli("tune", "matmul", "--shape", "M=64,N=64,K=64", "--target", target, "--db", str(tmp_path / "t.db"),

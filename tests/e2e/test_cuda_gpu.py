@@ -11,18 +11,10 @@ import numpy as np
 import pytest
 
 import autotune
+from autotune.codegen.cuda_device import gpu_available
 
 
-def _gpu() -> bool:
-    try:
-        from autotune.codegen.cuda_device import device_info
-        device_info()
-        return True
-    except Exception:
-        return False
-
-
-pytestmark = pytest.mark.skipif(not _gpu(), reason="no CUDA GPU (or PyCUDA) on this machine")
+pytestmark = pytest.mark.skipif(not gpu_available(), reason="no CUDA GPU (or PyCUDA) on this machine")
 
 
 def test_cli_tunes_on_the_gpu_and_the_kernel_loads_back(tmp_path):
