@@ -23,6 +23,7 @@ import numpy as np
 from autotune.dtype import dtype_info
 
 HEADER = r"""
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -37,7 +38,7 @@ struct dim3_ { unsigned x, y, z; };
 // internal linkage: every emulated kernel (its own .so) keeps its own state
 static thread_local dim3_ threadIdx, blockIdx;
 static dim3_ blockDim, gridDim;
-static bool emu_failed = false;
+static std::atomic<bool> emu_failed{false};
 
 // a barrier of `count` threads; a thread that leaves drops out; threads meeting at different
 // barriers of the source (`site`), or a wait over 10 s, mark the launch failed

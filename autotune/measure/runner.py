@@ -58,7 +58,7 @@ def _reduction_size(task: Any) -> int:
     return best
 
 
-def prepare(task: Any, check: bool, event: Callable[[dict[str, Any]], None]) -> _TaskData:
+def _prepare(task: Any, check: bool, event: Callable[[dict[str, Any]], None]) -> _TaskData:
     """The task's inputs (fixed seed, never all zero) and reference, made once. The parent is
     told before and after, so this never counts against a candidate's timeout."""
     data = _DATA.get(task.workload_key)
@@ -80,7 +80,7 @@ def prepare(task: Any, check: bool, event: Callable[[dict[str, Any]], None]) -> 
     return data
 
 
-def fresh_outputs(task: Any) -> list[np.ndarray]:
+def _fresh_outputs(task: Any) -> list[np.ndarray]:
     """Outputs pre-filled with NaN (or a sentinel) so elements a kernel never writes show up."""
     from ..dtype import dtype_info, is_float
 
@@ -214,19 +214,19 @@ def run_candidate(req: dict[str, Any], event: Callable[[dict[str, Any]], None], 
     options = req["options"]
     try:
         task = task_of(req["task"])
-        data = prepare(task, options["check"], event)
+        data = _prepare(task, options["check"], event)
     except Exception as exc:
         return run_reply(ErrorKind.RUNTIME_ERROR, f"preparing the task's inputs: {first_line(exc)}"), b""
     kernel_s = 0.0
     try:
-        outputs = fresh_outputs(task)
+        outputs = _fresh_outputs(task)
         fn = load().bind(*data.inputs, *outputs)
         t0 = time.perf_counter()
         fn()
         getattr(fn, "fetch", lambda: None)()      # a GPU kernel's outputs come back to the host
         kernel_s += time.perf_counter() - t0
         if options["check"]:
-            wrong = check_outputs(task, req["signature"], outputs, data, options)
+            wrong = _check_outputs(task, req["signature"], outputs, data, options)
             if wrong:
                 return run_reply(ErrorKind.WRONG_RESULT, wrong, run_seconds=kernel_s), b""
         t0 = time.perf_counter()
@@ -242,8 +242,8 @@ def run_candidate(req: dict[str, Any], event: Callable[[dict[str, Any]], None], 
     return run_reply(ErrorKind.OK, "", costs, kernel_s), b""
 
 
-def check_outputs(task: Any, signature: dict[str, Any], outputs: list[np.ndarray], data: _TaskData,
-                  options: dict[str, Any]) -> str | None:
+def _check_outputs(task: Any, signature: dict[str, Any], outputs: list[np.ndarray], data: _TaskData,
+                   options: dict[str, Any]) -> str | None:
     assert data.reference is not None
     names = [p["name"] for p in signature["params"]][task.num_inputs:]
     specs = task.arg_specs[task.num_inputs:]

@@ -107,7 +107,7 @@ def _auto_schedule(kind: str) -> Callable[..., Any]:
 
 
 def _generic_template(outs: list[Tensor], ins: list[Tensor], name: str, module: str, fp: int,
-                      kind: str = "llvm") -> Callable:
+                      kind: str) -> Callable:
     """The template function of a te computation, owned by the module that defined it (workers
     import that module to find it)."""
     auto = _auto_schedule(kind)

@@ -12,7 +12,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.dirname(__file__)))
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "schedules"))
-from cuda_checks import TARGET, legal_configs  # noqa: E402
+from cuda_checks import TARGET, check_numerics, legal_configs  # noqa: E402
 from cuda_emulator import EmulatedKernel, emulate, gxx_path  # noqa: E402
 from test_cuda import elementwise, row_reduction, tiled_matmul  # noqa: E402
 
@@ -94,11 +94,4 @@ TEMPLATES = [
 def test_templates_on_emulated_gpu(op, params, extra, workdir):
     task = autotune.create_task(op, target=TARGET, **params)
     for index in legal_configs(task, extra, seed=7):
-        s, args = task.instantiate(index)
-        kernel = emulate(lower(s, args, name=f"{op}_{index}"), workdir)
-        inputs = task.make_inputs(np.random.default_rng(index))
-        outs = [np.full(shp, np.nan, dtype=np.float32) for shp, _ in task.arg_specs[task.num_inputs:]]
-        kernel(*inputs, *outs)
-        for got, want in zip(outs, task.reference(inputs)):
-            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5,
-                                       err_msg=f"{task} config {task.config(index).to_json()['knobs']}")
+        check_numerics(task, index, build=lambda func: emulate(func, workdir))

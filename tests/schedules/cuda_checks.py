@@ -27,13 +27,18 @@ def legal_configs(task, extra: int, seed: int = 0) -> list[int]:
     return out
 
 
-def check_numerics(task, index: int) -> str:
-    """Build config `index` serially for the CPU, compare with numpy; returns the CUDA source."""
+def run_serially(func):
+    return build_module(serialize_threads(func))
+
+
+def check_numerics(task, index: int, build=run_serially) -> str:
+    """Build config `index` (by default serially for the CPU; `build(func)` gives the callable),
+    compare with numpy; returns the CUDA source."""
     s, args = task.instantiate(index)
     func = lower(s, args, name=f"{task.name}_kernel")
     src, shape = emit_cuda(func)
     assert shape.threads <= 1024 and shape.shared_bytes <= 48 * 1024
-    fn = build_module(serialize_threads(func))
+    fn = build(func)
     inputs = task.make_inputs(np.random.default_rng(index))
     if task.name in ("log", "sqrt", "rsqrt"):
         inputs = [np.abs(x) + np.float32(0.5) for x in inputs]
