@@ -7,7 +7,7 @@ database, loaded with `autotune.load`, checked against the numpy version and tim
     softmax, layer_norm on 4096 x 1024       x numpy
     conv2d N=1 C=64 H=W=56 F=64 3x3 pad 1    x numpy im2col + matmul
     dense + bias + gelu 512 x 1024 x 1024    x numpy
-    attention b=1, 8 heads, seq 1024, d 64   x numpy
+    attention b=1, 8 heads, seq 1024, d 64   x numpy (also causal, vs numpy with the mask)
 
 Usage:
     AUTOTUNE_NUM_THREADS=2 python benchmarks/ops_cpu.py [--trials 64] [--repeat 20] [--quick]
@@ -177,24 +177,30 @@ def dense_gelu(args: argparse.Namespace) -> None:
     report(f"dense+bias+gelu {M}x{N}x{K} ({2.0 * M * N * K / t / 1e9:.0f} GFLOP/s)", t, t_np, 1.0)
 
 
-def attention(args: argparse.Namespace) -> None:
+def attention(args: argparse.Namespace, causal: int = 0) -> None:
     B, Hd, S, D = (1, 2, 64, 16) if args.quick else (1, 8, 1024, 64)
-    params = dict(batch=B, heads=Hd, seq_q=S, seq_k=S, head_dim=D, causal=0)     # default scale 1/sqrt(D)
+    params = dict(batch=B, heads=Hd, seq_q=S, seq_k=S, head_dim=D, causal=causal)  # default scale 1/sqrt(D)
     kernel = tuned("attention", params, args)
     rng = np.random.default_rng(0)
     q, k, v = (rng.standard_normal((B, Hd, S, D), dtype=np.float32) for _ in range(3))
+    mask = np.tril(np.ones((S, S), bool))
 
     def numpy_fn() -> np.ndarray:
         s = (q @ k.transpose(0, 1, 3, 2)) * np.float32(1 / np.sqrt(D))
+        if causal:
+            s = np.where(mask, s, np.float32(-np.inf))
         e = np.exp(s - s.max(axis=-1, keepdims=True))
         return (e / e.sum(axis=-1, keepdims=True)) @ v
 
-    report(f"attention b={B} heads={Hd} seq={S} d={D}", *compare("attention", kernel, [q, k, v], numpy_fn, args),
-           2.0)
+    t, t_np = compare("attention", kernel, [q, k, v], numpy_fn, args)
+    flop = 4.0 * B * Hd * S * S * D / (2 if causal else 1)       # the work a causal kernel cannot skip
+    report(f"attention{' causal' if causal else ''} b={B} heads={Hd} seq={S} d={D} "
+           f"({flop / t / 1e9:.0f} GFLOP/s)", t, t_np, 2.0)
 
 
 SECTIONS = [("fused chain", fused_chain), ("softmax", softmax), ("layer_norm", layer_norm), ("conv2d", conv2d),
-            ("dense_gelu", dense_gelu), ("attention", attention)]
+            ("dense_gelu", dense_gelu), ("attention", attention),
+            ("attention_causal", lambda args: attention(args, causal=1))]
 
 
 def main() -> None:

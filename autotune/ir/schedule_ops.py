@@ -14,9 +14,10 @@ from ..errors import ScheduleError
 from ..schedules.schedule import Schedule, Stage
 from ..te.expr import (And, Binary, BinOp, Const, Expr, IterVar, Not, Reduce, Select, TensorLoad, Var,
                        const)
-from ..te.tensor import ComputeOp, PlaceholderOp, Tensor
+from ..te.tensor import ComputeOp, ExternOp, PlaceholderOp, Tensor
 from ..te.traversal import substitute, transform
 from .bounds import const_bound
+from .builder import flat_index
 from .functor import uses_var
 from .infer_bound import BoundInference, pass_up
 from .nodes import Allocate, Buffer, For, ForKind, IfThenElse, Load, Stmt, Store, ThreadAllReduce, seq
@@ -40,13 +41,6 @@ def combine(combiner: str, acc: Expr, value: Expr) -> Expr:
     if combiner == "sum":
         return acc + value
     return Binary(BinOp.MAX if combiner == "max" else BinOp.MIN, acc, value)
-
-
-def _flat(shape: Sequence[int], indices: Sequence[Expr]) -> Expr:
-    index: Expr = Const(0, "int32")
-    for n, i in zip(shape, indices):
-        index = index * n + i
-    return index
 
 
 def _predicate_loads(e: Expr, cond: Expr) -> Expr:
@@ -79,10 +73,16 @@ class NestBuilder:
                 self.offsets[id(st)] = [rng[iv].min for iv in op.axis]
             elif id(st) not in self.buffers:
                 self.buffers[id(st)] = Buffer(st.name, op.shape, op.dtype, st.scope)
+        for st in self._externs():
+            self.buffers.setdefault(id(st), Buffer(st.name, st.op.shape, st.op.dtype, st.scope))
+
+    def _externs(self) -> list[Stage]:
+        return [st for st in self.schedule.stages if isinstance(st.op, ExternOp)]
 
     def build(self) -> Stmt:
-        roots = [st for st in self.schedule.stages if id(st) in self.bounds.ranges and st.attach == "root"]
-        body = seq(*(self.stage_nest(st) for st in roots))
+        roots = [st for st in self.schedule.stages
+                 if (id(st) in self.bounds.ranges or isinstance(st.op, ExternOp)) and st.attach == "root"]
+        body = seq(*(self.extern_body(st) if isinstance(st.op, ExternOp) else self.stage_nest(st) for st in roots))
         for st in reversed(roots):
             buf = self.buffers[id(st)]
             if buf not in self.params:
@@ -101,12 +101,20 @@ class NestBuilder:
                     raise ScheduleError(f"tensor {n.tensor.name} is read but is neither in args nor computed")
                 offs = self.offsets.get(id(st))
                 idx = n.indices if offs is None else [i - o for i, o in zip(n.indices, offs)]
-                return Load(buf, _flat(buf.shape, idx))
+                return Load(buf, flat_index(buf.shape, idx))
             if isinstance(n, Select):
                 return Select(n.cond, _predicate_loads(n.t, n.cond), _predicate_loads(n.f, Not(n.cond)))
             return None
 
         return transform(expr, post)
+
+    def extern_body(self, st: Stage) -> Stmt:
+        """The hand-written IR of an extern stage over its inputs' (whole, root) buffers."""
+        op: ExternOp = st.op  # type: ignore[assignment]
+        body = op.build([self.buffers[id(self.schedule[t])] for t in op.inputs], self.buffers[id(st)])
+        if not isinstance(body, Stmt):
+            raise TypeError(f"extern {op.name}: its build function returned {type(body).__name__}, not a statement")
+        return body
 
     # -- one stage --------------------------------------------------------------------------------
     def stage_nest(self, st: Stage) -> Stmt:
@@ -117,7 +125,7 @@ class NestBuilder:
         offset = pass_up(st, ext, {iv: iv.var for iv in leaves})
         subst = {iv.var: rng[iv].min + offset[iv] for iv in rng}
         buf = self.buffers[id(st)]
-        out_index = _flat(buf.shape, [offset[iv] for iv in op.axis])
+        out_index = flat_index(buf.shape, [offset[iv] for iv in op.axis])
         guards = self._guards(st, offset, ext, rng)
         body = substitute(self.bounds.body(st), subst)
         if not isinstance(body, Reduce):
@@ -253,7 +261,7 @@ def param_buffers(schedule: Schedule, args: Sequence[Tensor]) -> tuple[dict[int,
         buf = Buffer(t.name, t.shape, t.dtype, "global")
         params[id(st)] = buf
         order.append(buf)
-        if isinstance(st.op, ComputeOp):
+        if not isinstance(st.op, PlaceholderOp):
             outputs.append(pos)
     for st in schedule.stages:
         if st.is_output and id(st) not in params:

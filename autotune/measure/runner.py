@@ -44,16 +44,17 @@ _MAX_DATA = 4
 def _reduction_size(task: Any) -> int:
     """The longest reduction in the task's computation (product of a stage's reduce extents)."""
     from ..schedules.space import ConfigSpace
-    from ..te.tensor import ComputeOp
+    from ..te.tensor import ComputeOp, ExternOp
 
     _, args = task.template.func(ConfigSpace(), **task.params, dtype=task.dtype)
     best, seen, stack = 1, set(), [t.op for t in args]
     while stack:
         op = stack.pop()
-        if id(op) in seen or not isinstance(op, ComputeOp):
+        if id(op) in seen or not isinstance(op, (ComputeOp, ExternOp)):
             continue
         seen.add(id(op))
-        best = max(best, math.prod(iv.extent for iv in op.reduce_axis))
+        longest = op.reduction if isinstance(op, ExternOp) else math.prod(iv.extent for iv in op.reduce_axis)
+        best = max(best, longest)
         stack.extend(t.op for t in op.input_tensors)
     return best
 

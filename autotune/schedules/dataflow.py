@@ -67,6 +67,8 @@ def cache_read(s: Schedule, tensor: Tensor, scope: str, readers: Sequence[Any]) 
     for st in stages:
         if not any(s[t] is producer for t in st.op.input_tensors if t in s):
             raise ScheduleError(f"{where}: {st.name} does not read {tensor.name}")
+        check(isinstance(st.op, ComputeOp), f"{where}: reader {st.name} is not a compute (an extern op reads "
+                                            "its inputs' buffers directly)")
         old: ComputeOp = st.op  # type: ignore[assignment]
         body = transform(old.body, lambda n: TensorLoad(cache_tensor, n.indices)
                          if isinstance(n, TensorLoad) and s[n.tensor] is producer else None)

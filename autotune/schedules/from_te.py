@@ -36,7 +36,12 @@ def _check_graph(outs: list[Tensor], ins: list[Tensor], name: str) -> None:
     for k, t in enumerate(ins):
         if not isinstance(t, Tensor) or not isinstance(t.op, PlaceholderOp):
             raise TypeError(f"{where}: inputs[{k}] must be a te.placeholder tensor, got {t!r}")
-    needed = [op for op in post_order(t.op for t in outs) if isinstance(op, PlaceholderOp)]
+    graph = post_order(t.op for t in outs)
+    for op in graph:
+        if not isinstance(op, (ComputeOp, PlaceholderOp)):
+            raise TypeError(f"{where}: {op.name} is an extern op, whose loops no generic schedule can tune; "
+                            "write a template for it")
+    needed = [op for op in graph if isinstance(op, PlaceholderOp)]
     given = {id(t.op) for t in ins}
     missing = [op.name for op in needed if id(op) not in given]
     if missing:

@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 from ..errors import ScheduleError, check
 from ..te.expr import IterVar, Var
-from ..te.tensor import ComputeOp, Operation, PlaceholderOp, Tensor, post_order
+from ..te.tensor import ComputeOp, ExternOp, Operation, PlaceholderOp, Tensor, post_order
 
 
 @dataclass(frozen=True, eq=False)
@@ -75,7 +75,10 @@ class Stage:
 
     # -- validation helpers -------------------------------------------------------------------
     def _require_compute(self, prim: str) -> None:
-        check(isinstance(self.op, ComputeOp), f"{prim} of {self.name}: placeholders have no loops to schedule")
+        if not isinstance(self.op, ComputeOp):
+            hand_written = "an extern op (its loops are hand-written)"
+            kind = "a placeholder" if isinstance(self.op, PlaceholderOp) else hand_written
+            raise ScheduleError(f"{prim} of {self.name}: {kind} has no loops to schedule")
 
     def _leaf(self, axis: Any, prim: str) -> IterVar:
         self._require_compute(prim)
@@ -85,6 +88,11 @@ class Stage:
         if axis in self.all_iter_vars:
             raise ScheduleError(f"{prim} of {self.name}.{axis.name}: axis was already split or fused; use its new axes")
         raise ScheduleError(f"{prim} of {self.name}.{axis.name}: axis does not belong to stage {self.name}")
+
+    def _not_read_by_extern(self, prim: str) -> None:
+        for reader in self.schedule.readers(self):
+            check(not isinstance(reader.op, ExternOp),
+                  f"{prim} of {self.name}: extern {reader.name} reads {self.name} whole, so it must stay at root")
 
     def _not_attach_point(self, axes: tuple[IterVar, ...], prim: str) -> None:
         for st in self.schedule.stages:
@@ -205,6 +213,7 @@ class Stage:
               f"{where} at {parent.name}.{getattr(axis, 'name', axis)}: not a current (leaf) axis of {parent.name}")
         check(self.schedule.reads_transitively(parent, self),
               f"{where} at {parent.name}.{axis.name}: {parent.name} does not consume {self.name}")
+        self._not_read_by_extern("compute_at")
         self.attach, self.attach_stage, self.attach_ivar = "scope", parent, axis
 
     def double_buffer(self) -> None:
@@ -226,6 +235,7 @@ class Stage:
         self._require_compute("compute_inline")
         check(not self.op.reduce_axis, f"compute_inline of {self.name}: a reduction cannot be inlined")
         check(not self.is_output, f"compute_inline of {self.name}: an output cannot be inlined")
+        self._not_read_by_extern("compute_inline")
         self.attach, self.attach_stage, self.attach_ivar = "inline", None, None
 
     def compute_root(self) -> None:
@@ -309,7 +319,7 @@ def create_schedule(ops: Any) -> Schedule:
     out: list[Operation] = []
     for x in items:
         op = x.op if isinstance(x, Tensor) else x
-        if not isinstance(op, (ComputeOp, PlaceholderOp)):
+        if not isinstance(op, (ComputeOp, ExternOp, PlaceholderOp)):
             raise TypeError(f"create_schedule expects tensors or operations, got {type(x).__name__}")
         out.append(op)
     return Schedule(out)

@@ -16,7 +16,7 @@ import numpy as np
 from ..dtype import dtype_info, is_float
 from ..errors import InstantiationError
 from ..te.expr import Binary, Call, Reduce
-from ..te.tensor import ComputeOp, PlaceholderOp, Tensor
+from ..te.tensor import ComputeOp, ExternOp, PlaceholderOp, Tensor
 from ..te.traversal import walk
 from .schedule import Schedule
 from .space import INSTANTIATION_ERRORS, ConfigEntity, ConfigSpace
@@ -57,7 +57,8 @@ def template(name: str, reference: Callable[..., Any], target: str = "llvm",
 
 
 def count_flop(outputs: list[Tensor]) -> float:
-    """Float operations of a computation: per element, its float arithmetic and reduce combines."""
+    """Float operations of a computation: per element, its float arithmetic and reduce combines
+    (an extern op counts the flop it declares)."""
     seen: set[int] = set()
     total = 0.0
 
@@ -66,6 +67,11 @@ def count_flop(outputs: list[Tensor]) -> float:
         if id(op) in seen or isinstance(op, PlaceholderOp):
             return
         seen.add(id(op))
+        for t in op.input_tensors:
+            visit(t.op)
+        if isinstance(op, ExternOp):
+            total += op.flop
+            return
         ops = 0
 
         def count(n: Any) -> None:
@@ -78,8 +84,6 @@ def count_flop(outputs: list[Tensor]) -> float:
         walk(op.body, count)
         points = math.prod(op.shape) * math.prod(iv.extent for iv in op.reduce_axis)
         total += ops * points
-        for t in op.input_tensors:
-            visit(t.op)
 
     for t in outputs:
         visit(t.op)
@@ -126,7 +130,7 @@ class Task:
         s, args = tmpl.func(self.config_space, **params, dtype=dtype)
         self.num_inputs = sum(isinstance(t.op, PlaceholderOp) for t in args)
         self.arg_specs = [(t.shape, t.dtype) for t in args]
-        self.flop = count_flop([t for t in args if isinstance(t.op, ComputeOp)])
+        self.flop = count_flop([t for t in args if not isinstance(t.op, PlaceholderOp)])
 
     def config(self, config: ConfigEntity | int | dict) -> ConfigEntity:
         if isinstance(config, ConfigEntity):

@@ -34,6 +34,9 @@ def evaluate_te(outs: Sequence[Tensor], ins: Sequence[Tensor], arrays: Sequence[
         for op in post_order(t.op for t in outs):
             if isinstance(op, ComputeOp):
                 values[id(op)] = _eval_op(op, values)
+            elif id(op) not in values:
+                raise TypeError(f"evaluate_te: {op.name} is not a compute (an extern op has no expression "
+                                "to evaluate) and not among the inputs")
     return [values[id(t.op)] for t in outs]
 
 

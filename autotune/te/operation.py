@@ -8,7 +8,7 @@ from typing import Any, Callable, Sequence
 from ..dtype import dtype_info, is_float
 from .expr import (And, BinOp, Compare, CmpOp, Expr, IterVar, Not, Or, Reduce, Select, Var,
                    as_bool, as_expr, binary, call, const)
-from .tensor import ComputeOp, PlaceholderOp, Tensor
+from .tensor import ComputeOp, ExternOp, PlaceholderOp, Tensor
 from .traversal import walk
 
 
@@ -91,6 +91,28 @@ def compute(shape: Any, fcompute: Callable[..., Any], name: str = "compute", tag
     body = as_expr(fcompute(*(iv.var for iv in axis)))
     _check_vars(body, {iv.var for iv in axis}, f"compute {name}")
     return ComputeOp(name, axis, body, tag=tag).output(0)
+
+
+def extern(shape: Any, inputs: Sequence[Tensor], fbuild: Callable[..., Any], name: str = "extern",
+           dtype: str | None = None, flop: float = 0.0, reduction: int = 1, tag: str = "") -> Tensor:
+    """A tensor written by hand-made loop IR: `fbuild(input_buffers, output_buffer)` returns the
+    statement (see `autotune.ir.builder.IRBuilder`). For what compute cannot express; see ExternOp."""
+    where = f"extern {name}"
+    dims = _shape(shape, where)
+    ins = tuple(inputs)
+    for k, t in enumerate(ins):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{where}: inputs[{k}] must be a te Tensor, got {type(t).__name__}")
+    if not callable(fbuild):
+        raise TypeError(f"{where}: fbuild must be a function (input buffers, output buffer) -> statement")
+    if dtype is None:
+        if not ins:
+            raise ValueError(f"{where}: give dtype= when there are no inputs")
+        dtype = ins[0].dtype
+    dtype_info(dtype)
+    if not flop >= 0 or isinstance(reduction, bool) or not isinstance(reduction, int) or reduction < 1:
+        raise ValueError(f"{where}: flop must be >= 0 and reduction an int >= 1, got {flop!r}, {reduction!r}")
+    return ExternOp(name, dims, dtype, ins, fbuild, float(flop), reduction, tag).output(0)
 
 
 def _reducer(combiner: str) -> Callable[..., Reduce]:

@@ -1,8 +1,8 @@
-"""Tensors and the operations that produce them (placeholder and compute)."""
+"""Tensors and the operations that produce them (placeholder, compute and extern)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from .expr import Expr, IterVar, Reduce, TensorLoad, as_expr
 from .traversal import walk
@@ -70,6 +70,35 @@ class ComputeOp(Operation):
 
         walk(self.body, visit)
         return list(seen.values())
+
+
+@dataclass(eq=False, repr=False)
+class ExternOp(Operation):
+    """An output whose loops are written by hand as loop IR (TVM's te.extern + ir_builder): for
+    algorithms the schedule language cannot express, such as a recurrence carried across a loop
+    (the online softmax of flash attention). Its stage has no axes to schedule; what would be
+    schedule knobs (tile sizes, vector widths) are arguments of the function that writes the IR.
+
+    build(inputs, output): given the flat buffers of `inputs` and of the output, the statement
+    that writes every element of the output. flop: float operations of one run (for GFLOP/s).
+    reduction: the longest sum behind one output element (sets the float tolerance of checks).
+    """
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    inputs: tuple[Tensor, ...]
+    build: Callable[..., Any]
+    flop: float
+    reduction: int = 1
+    tag: str = ""
+
+    def __post_init__(self) -> None:
+        self._tensor = Tensor(self, 0)
+
+    @property
+    def input_tensors(self) -> list[Tensor]:
+        return list(self.inputs)
 
 
 class Tensor:

@@ -187,6 +187,18 @@ def cross_entropy(logits: te.Tensor, labels: te.Tensor, lanes: int = 1, name: st
                       name=name)
 
 
+def check_qkv(q: te.Tensor, k: te.Tensor, v: te.Tensor, op: str) -> tuple[int, int, int, int, int]:
+    """(batch, heads, seq_q, seq_k, head_dim) of attention inputs; errors name the op and the input."""
+    for nm, t in (("q", q), ("k", k), ("v", v)):
+        if t.ndim != 4:
+            raise ValueError(f"{op}: {nm} must be (batch, heads, seq, head_dim), got shape {t.shape}")
+    B, H, Sq, D = q.shape
+    Sk = k.shape[2]
+    if k.shape != (B, H, Sk, D) or v.shape != (B, H, Sk, D):
+        raise ValueError(f"{op}: k {k.shape} and v {v.shape} must both be ({B}, {H}, seq_k, {D}) for q {q.shape}")
+    return B, H, Sq, Sk, D
+
+
 def attention(q: te.Tensor, k: te.Tensor, v: te.Tensor, scale: float | None = None, causal: bool = False,
               lanes: int = 1, name: str = "O") -> te.Tensor:
     """Scaled dot-product attention: softmax(q @ k^T * scale [+ causal mask]) @ v per (batch, head).
@@ -199,13 +211,7 @@ def attention(q: te.Tensor, k: te.Tensor, v: te.Tensor, scale: float | None = No
     keys are contiguous vector loads; scores S and probabilities P are (.., Sq, Sk) stages that a
     schedule computes per query tile (never as a whole matrix).
     """
-    for nm, t in (("q", q), ("k", k), ("v", v)):
-        if t.ndim != 4:
-            raise ValueError(f"attention: {nm} must be (batch, heads, seq, head_dim), got shape {t.shape}")
-    B, H, Sq, D = q.shape
-    Sk = k.shape[2]
-    if k.shape != (B, H, Sk, D) or v.shape != (B, H, Sk, D):
-        raise ValueError(f"attention: k {k.shape} and v {v.shape} must both be ({B}, {H}, seq_k, {D}) for q {q.shape}")
+    B, H, Sq, Sk, D = check_qkv(q, k, v, "attention")
     dtype = q.dtype
     sc = te.const(1.0 / math.sqrt(D) if scale is None else float(scale), dtype)
     kt = te.compute((B, H, D, Sk), lambda b, h, d, j: k[b, h, j, d], name="KT", tag=KEY_PACK)

@@ -6,9 +6,8 @@ read from memory once and then from cache, and intermediates live in small local
 loops run in parallel; row reductions run as vector lanes (`lanes` partial accumulators, see
 `autotune.topi.nn`); pointwise row loops are vectorized with a width knob.
 
-Attention is one fused kernel per query tile: the scores of `tile_q` queries against all keys
-go to a local tile, the row max / exp / sum are computed on that tile, then the tile @ V, with
-memory O(tile_q x seq_k) per thread. Not an online softmax: see `attention_template`.
+Attention is flash attention: one kernel, per query tile an online softmax over key blocks, with
+memory O(tile_q x (tile_k + head_dim)) per thread (see `autotune.topi.flash_attention`).
 
 Float parameters `eps` and `scale` are (mantissa, exponent) ints (`autotune.schedules.float_params`),
 e.g. eps=1e-5 is (1, -5), written `eps=1:-5` on the command line. Attention's scale (0, 0) means
@@ -24,7 +23,8 @@ import numpy as np
 from ... import te
 from ...te.tensor import ComputeOp
 from ...topi import nn as topi_nn
-from ...topi.nn import KEY_PACK, ROW_ELEMWISE, ROW_PARTIAL, ROW_TAIL
+from ...topi.flash_attention import Tiling, flash_attention
+from ...topi.nn import ROW_ELEMWISE, ROW_PARTIAL, ROW_TAIL
 from ..float_params import decode_float
 from ..schedule import Schedule
 from ..task import template
@@ -248,46 +248,32 @@ def attention_reference(q, k, v, causal: int = 0, scale: Any = DEFAULT_SCALE, **
                       "0:0 = 1/sqrt(head_dim)")
 def attention_template(cfg, batch: int, heads: int, seq_q: int, seq_k: int, head_dim: int, causal: int,
                        scale: tuple = DEFAULT_SCALE, dtype: str = "float32"):
-    """Per query tile (tile_q rows, in parallel over batch x heads x tiles): scores against all
-    keys into a local tile (register-blocked rows x tile_k, K packed transposed), row max, exp
-    and sum on that tile, then tile @ V register-blocked rows x tile_d. No full score matrix.
-
-    Not an online softmax: te reducers are commutative single-value (sum/max/min), while the
-    online (flash) recurrence carries the pair (running max, running sum) plus the output row
-    and rescales them when the max grows; and a stage cannot keep state across its consumer's
-    key-block loop. A split-KV version (per-block max/sum/output, combined at the end) needs the
-    global max before the combine, i.e. all the scores of the row again. So the whole key range
-    of a query tile is kept: memory tile_q x seq_k per thread, instead of tile_q x key_block.
-    """
+    """Flash attention (`autotune.topi.flash_attention`): per query tile, in parallel over batch x
+    heads x tiles, key blocks with an online softmax; scores and output rows register-blocked.
+    Memory per thread tile_q x (tile_k + head_dim), whatever seq_k; causal skips masked blocks."""
     if min(batch, heads, seq_q, seq_k, head_dim) < 1 or causal not in (0, 1):
         raise ValueError(f"attention: sizes must be >= 1 and causal 0 or 1, got batch={batch}, heads={heads}, "
                          f"seq_q={seq_q}, seq_k={seq_k}, head_dim={head_dim}, causal={causal}")
     sc = attention_scale(scale, head_dim)
-    cfg.define_split("tile_q", seq_q, 2, policy="candidate", candidate=[[-1, v] for v in (8, 16, 4, 32)])
-    cfg.define_knob("rows", [4, 2, 8, 1])
-    cfg.define_split("tile_k", seq_k, 2, policy="candidate", candidate=[[-1, v] for v in (64, 32, 48, 16)])
-    cfg.define_split("tile_d", head_dim, 2, policy="candidate", candidate=[[-1, v] for v in (64, 32, 16)])
-    cfg.define_knob("lanes", [32, 16, 64])
-    cfg.define_knob("vec", [16, 32, 64])
-    rows = cfg["rows"].val
-    cfg.raise_if(rows > cfg["tile_q"].size[-1], "register rows exceed the query tile")
+
+    def capped(values, limit):      # candidates no larger than the axis (larger ones repeat it)
+        return list(dict.fromkeys(min(x, limit) for x in values))
+
+    cfg.define_knob("tile_q", capped([32, 16, 64, 8], seq_q))
+    cfg.define_knob("tile_k", capped([64, 128, 256, 32], seq_k))
+    cfg.define_knob("rows", [4, 8, 2, 1])
+    cfg.define_knob("score_width", capped([64, 32, 16], seq_k))
+    cfg.define_knob("out_width", capped([64, 32, 16], head_dim))
+    tiling = Tiling(*(cfg[k].val for k in ("tile_q", "tile_k", "rows", "score_width", "out_width")))
+    cfg.raise_if(tiling.rows > tiling.tile_q, "register rows exceed the query tile")
+    cfg.raise_if(tiling.score_width > tiling.tile_k, "score vector wider than the key block")
     shape_q, shape_kv = (batch, heads, seq_q, head_dim), (batch, heads, seq_k, head_dim)
     q = te.placeholder(shape_q, dtype, name="q")
     k = te.placeholder(shape_kv, dtype, name="k")
     v = te.placeholder(shape_kv, dtype, name="v")
-    O = topi_nn.attention(q, k, v, scale=sc, causal=bool(causal), lanes=cfg["lanes"].val)
+    O = flash_attention(q, k, v, scale=sc, causal=bool(causal), tiling=tiling)
     s = te.create_schedule(O.op)
-    b, h, i, d = O.op.axis
-    io, ii = cfg["tile_q"].apply(s, O, i)
-    tile = s[O].fuse(b, h, io)
-    s[O].parallel(tile)
-    _, di = s[O].split(d, 16)
-    s[O].vectorize(di)
-    schedule_row_stages(s, O, tile, cfg["vec"].val, at_root=(KEY_PACK,))
-    by_name = {st.op.name: st for st in s.stages}
-    _schedule_key_pack(by_name["KT"])
-    _schedule_register_tile(by_name["S"], rows, cfg["tile_k"].size[-1])
-    _schedule_register_tile(by_name["PV"], rows, cfg["tile_d"].size[-1])
+    _schedule_key_pack(s[O.op.inputs[1]])
     return s, [q, k, v, O]
 
 
@@ -295,16 +281,4 @@ def _schedule_key_pack(st) -> None:
     b, h, d, j = st.op.axis
     st.parallel(st.fuse(b, h, d))
     _, ji = st.split(j, 16)
-    st.vectorize(ji)
-
-
-def _schedule_register_tile(st, rows: int, width: int) -> None:
-    """out[i, j-block] += a[i, r] * b[r, j-block] as rows x width accumulators over the reduce axis
-    (the scores S = q @ KT over the head dimension, and PV = P @ V over the keys)."""
-    _, _, i, j = st.op.axis
-    (r,) = st.op.reduce_axis
-    io, ii = st.split(i, rows)
-    jo, ji = st.split(j, width)
-    st.reorder(io, jo, r, ii, ji)
-    st.unroll(ii)
     st.vectorize(ji)
