@@ -123,7 +123,10 @@ def _choose(task: Task, db: Any) -> tuple[int, str, float | None]:
                 _warn_once(task, f"autotune: no tuned record for {task.workload_key}; using the config tuned "
                                  f"for the nearest shape {w.key}")
                 return index, f"nearest:{w.key}", None
-    index = next(i for i in range(len(task.config_space)) if task.is_valid(i))
+    index = next((i for i in range(len(task.config_space)) if task.is_valid(i)), None)
+    if index is None:
+        raise InstantiationError(f"{task.workload_key}: every config of the template's space is invalid "
+                                 "(each one raises in the template), so there is no kernel to load")
     _warn_once(task, f"autotune: no tuned record for {task.workload_key} (nor a usable nearby shape); "
                      "using the template's default config — run `autotune tune` for this shape")
     return index, "default", None

@@ -77,6 +77,23 @@ def test_default_fallback_warns(env):
     np.testing.assert_allclose(k(x, w, bias), np.maximum(x @ w.T + bias, 0), rtol=1e-5)
 
 
+@autotune.template("test_runtime.all_invalid", reference=lambda a, **shape: a)
+def _all_invalid(cfg, n, dtype="float32"):
+    A = autotune.te.placeholder((n,), dtype, name="A")
+    B = autotune.te.compute((n,), lambda i: A[i], name="B")
+    cfg.define_knob("width", [3, 5])
+    cfg.raise_if(n % cfg["width"].val != 0, "width must divide n")
+    return autotune.te.create_schedule(B.op), [A, B]
+
+
+def test_a_space_without_a_valid_config_is_a_clear_error(env):
+    with pytest.raises(autotune.errors.InstantiationError, match=r"test_runtime.all_invalid\(n=7\)float32: every "
+                       "config of the template's space is invalid"):
+        autotune.load("test_runtime.all_invalid", db=str(env / "empty.db"), n=7)
+    with pytest.warns(UserWarning, match="default config"):
+        assert autotune.load("test_runtime.all_invalid", db=str(env / "empty.db"), n=15).provenance == "default"
+
+
 def test_disk_cache_serves_a_second_process_without_compiling(env):
     db = str(env / "t.db")
     _tuned(db, 40, 24, 16)
