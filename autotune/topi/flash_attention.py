@@ -62,8 +62,9 @@ def flash_attention(q: te.Tensor, k: te.Tensor, v: te.Tensor, scale: float | Non
     sc = 1.0 / math.sqrt(D) if scale is None else float(scale)
     kt = te.compute((B, H, D, Sk), lambda b, h, d, j: k[b, h, j, d], name="KT", tag=KEY_PACK)
     build = partial(_build, sizes=(B * H, Sq, Sk, D), scale=sc, causal=bool(causal), tiling=tiling)
-    # the dense count of the two products, as attention FLOP/s are usually reported
-    return te.extern(q.shape, [q, kt, v], build, name=name, flop=4.0 * B * H * Sq * Sk * D, reduction=Sk,
+    # the two products over the (query, key) pairs the mask keeps: the work a kernel cannot skip
+    pairs = sum(min(i + 1, Sk) for i in range(Sq)) if causal else Sq * Sk
+    return te.extern(q.shape, [q, kt, v], build, name=name, flop=4.0 * B * H * pairs * D, reduction=Sk,
                      tag=FLASH_ATTENTION)
 
 

@@ -38,3 +38,11 @@ def test_flash_attention_matches_numpy(sizes, tiling, causal, scale):
     scale_param = (0, 0) if scale is None else encode_float(scale)
     want = attention_reference(*(a.astype("float64") for a in arrays), causal=int(causal), scale=scale_param)
     np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+
+
+def test_flop_counts_the_pairs_the_mask_keeps():
+    q, k = te.placeholder((2, 3, 5, 8), name="q"), te.placeholder((2, 3, 4, 8), name="k")
+    dense = flash_attention(q, k, k).op.flop
+    causal = flash_attention(q, k, k, causal=True).op.flop
+    assert dense == 4 * 2 * 3 * 5 * 4 * 8
+    assert causal == 4 * 2 * 3 * (1 + 2 + 3 + 4 + 4) * 8       # query i sees keys 0..min(i, 3)
