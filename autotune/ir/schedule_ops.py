@@ -61,27 +61,23 @@ class NestBuilder:
         self.buffers: dict[int, Buffer] = dict(params)
         self.params = set(params.values())
         self.offsets: dict[int, list[Expr]] = {}
-        for st in schedule.stages:
-            if id(st) not in bounds.ranges:
-                continue
-            op: ComputeOp = st.op  # type: ignore[assignment]
-            rng = bounds.ranges[id(st)]
+        for st in filter(self._has_code, schedule.stages):
+            op = st.op
             if st.attach == "scope":
+                rng = bounds.ranges[id(st)]
                 shape = tuple(rng[iv].extent for iv in op.axis)
                 scope = "local" if st.scope == "global" else st.scope
                 self.buffers[id(st)] = Buffer(st.name, shape, op.dtype, scope, st.double_buffered)
                 self.offsets[id(st)] = [rng[iv].min for iv in op.axis]
             elif id(st) not in self.buffers:
                 self.buffers[id(st)] = Buffer(st.name, op.shape, op.dtype, st.scope)
-        for st in self._externs():
-            self.buffers.setdefault(id(st), Buffer(st.name, st.op.shape, st.op.dtype, st.scope))
 
-    def _externs(self) -> list[Stage]:
-        return [st for st in self.schedule.stages if isinstance(st.op, ExternOp)]
+    def _has_code(self, st: Stage) -> bool:
+        """Computes that are not inlined (they have inferred bounds) and extern ops."""
+        return id(st) in self.bounds.ranges or isinstance(st.op, ExternOp)
 
     def build(self) -> Stmt:
-        roots = [st for st in self.schedule.stages
-                 if (id(st) in self.bounds.ranges or isinstance(st.op, ExternOp)) and st.attach == "root"]
+        roots = [st for st in self.schedule.stages if self._has_code(st) and st.attach == "root"]
         body = seq(*(self.extern_body(st) if isinstance(st.op, ExternOp) else self.stage_nest(st) for st in roots))
         for st in reversed(roots):
             buf = self.buffers[id(st)]

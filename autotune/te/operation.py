@@ -1,4 +1,4 @@
-"""The tensor-expression language: placeholder, compute, reduce_axis, reducers and math (TVM names)."""
+"""The tensor-expression language: placeholder, compute, extern, reduce_axis, reducers and math (TVM names)."""
 from __future__ import annotations
 
 import builtins

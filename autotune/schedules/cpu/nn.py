@@ -46,15 +46,15 @@ def _row_knobs(cfg, N: int) -> None:
     cfg.define_knob("parallel", [1, 0])
 
 
-def schedule_row_stages(s: Schedule, out: te.Tensor, row: Any, vec: int, at_root: tuple[str, ...] = ()) -> None:
-    """Compute every stage feeding `out` (but those tagged `at_root`) at `out`'s loop `row`.
+def schedule_row_stages(s: Schedule, out: te.Tensor, row: Any, vec: int) -> None:
+    """Compute every stage feeding `out` at `out`'s loop `row`.
 
     Lane partials loop over blocks outside the lanes (a vector accumulator), tails and folds are
     one vector op, row-sized pointwise stages are split by `vec` and vectorized.
     """
     for st in list(s.stages):
         op = st.op
-        if st is s[out] or not isinstance(op, ComputeOp) or st.attach == "inline" or op.tag in at_root:
+        if st is s[out] or not isinstance(op, ComputeOp) or st.attach == "inline":
             continue
         st.compute_at(s[out], row)
         if op.tag == ROW_PARTIAL:
