@@ -78,6 +78,7 @@ class ExternOp(Operation):
     algorithms the schedule language cannot express, such as a recurrence carried across a loop
     (the online softmax of flash attention). Its stage has no axes to schedule; what would be
     schedule knobs (tile sizes, vector widths) are arguments of the function that writes the IR.
+    CPU only: the IR builder writes no GPU thread-bound loops.
 
     build(inputs, output): given the flat buffers of `inputs` and of the output, the statement
     that writes every element of the output. flop: float operations of one run (for GFLOP/s).
