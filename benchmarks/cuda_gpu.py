@@ -25,7 +25,7 @@ from typing import Any, Callable
 import numpy as np
 
 import autotune
-from autotune import te
+from fused_chain import relu_mul_add, relu_mul_add_reference
 
 # measurement workers re-run this file as "__mp_main__": the size flag travels in the environment
 if "--quick" in sys.argv:
@@ -34,15 +34,9 @@ QUICK = os.environ.get("AUTOTUNE_CUDA_BENCH_QUICK") == "1"
 CHAIN_N = 1 << (16 if QUICK else 26)
 CHAIN_OP = "bench_cuda.relu_mul_add"
 
-_x, _w, _b = (te.placeholder((CHAIN_N,), "float32", name=n) for n in ("x", "w", "b"))
-_m = te.compute((CHAIN_N,), lambda i: _x[i] * _w[i], name="mul")
-_a = te.compute((CHAIN_N,), lambda i: _m[i] + _b[i], name="add")
-_y = te.compute((CHAIN_N,), lambda i: te.maximum(_a[i], te.const(0, "float32")), name="relu")
-
-
-# defined at module level: the workers that re-run this file register the same template
-CHAIN_TASK = autotune.create_task_from_te(_y, [_x, _w, _b], name=CHAIN_OP, target="cuda",
-                                          reference=lambda x, w, b: [np.maximum(x * w + b, 0)])
+_chain, _chain_inputs = relu_mul_add(CHAIN_N)
+CHAIN_TASK = autotune.create_task_from_te(_chain, _chain_inputs, name=CHAIN_OP, target="cuda",
+                                          reference=relu_mul_add_reference)
 
 
 def gpu_seconds(torch: Any, fn: Callable[[], Any], repeat: int) -> float:

@@ -28,7 +28,7 @@ from typing import Any, Callable
 import numpy as np
 
 import autotune
-from autotune import te
+from fused_chain import relu_mul_add, relu_mul_add_reference
 from timing import seconds
 
 # Measurement workers re-run this script as "__mp_main__" with other argv: the size flag travels
@@ -41,12 +41,9 @@ CHAIN_OP = "bench_ops_cpu.relu_mul_add"
 
 # relu(x * w + b) as three te computes, tuned as one fused kernel (defined at module level so the
 # workers that re-run this file register the same template).
-_x, _w, _b = (te.placeholder((CHAIN_N,), "float32", name=n) for n in ("x", "w", "b"))
-_m = te.compute((CHAIN_N,), lambda i: _x[i] * _w[i], name="mul")
-_a = te.compute((CHAIN_N,), lambda i: _m[i] + _b[i], name="add")
-_y = te.compute((CHAIN_N,), lambda i: te.maximum(_a[i], te.const(0, "float32")), name="relu")
-CHAIN_TASK = autotune.create_task_from_te(_y, [_x, _w, _b], name=CHAIN_OP,
-                                          reference=lambda x, w, b: [np.maximum(x * w + b, 0)])
+_chain, _chain_inputs = relu_mul_add(CHAIN_N)
+CHAIN_TASK = autotune.create_task_from_te(_chain, _chain_inputs, name=CHAIN_OP,
+                                          reference=relu_mul_add_reference)
 
 
 class Skip(Exception):
