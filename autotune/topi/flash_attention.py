@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from .. import te
 from ..ir.builder import IRBuilder
@@ -66,6 +66,18 @@ def flash_attention(q: te.Tensor, k: te.Tensor, v: te.Tensor, scale: float | Non
     pairs = sum(min(i + 1, Sk) for i in range(Sq)) if causal else Sq * Sk
     return te.extern(q.shape, [q, kt, v], build, name=name, flop=4.0 * B * H * pairs * D, reduction=Sk,
                      tag=FLASH_ATTENTION)
+
+
+class _TileBuffers(NamedTuple):
+    """Per-thread buffers of one query tile: running max m, running sum l, output rows acc,
+    the block's scores S (probabilities after the update), lane partials, and (m_new, alpha)."""
+
+    m: Buffer
+    l: Buffer  # noqa: E741  (the algorithm's name)
+    acc: Buffer
+    S: Buffer
+    part: Buffer
+    stat: Buffer
 
 
 def _build(ins: list[Buffer], out: Buffer, sizes: tuple[int, int, int, int], scale: float, causal: bool,
@@ -129,7 +141,7 @@ class _Kernel:
         with ib.allocate("m", (nrows,), dt) as m, ib.allocate("l", (nrows,), dt) as l_, \
                 ib.allocate("acc", (nrows, D), dt) as acc, ib.allocate("S", (nrows, self.t.tile_k), dt) as S, \
                 ib.allocate("part", (LANES,), dt) as part, ib.allocate("stat", (2,), dt) as stat:
-            self.state = (m, l_, acc, S, part, stat)
+            self.tile = _TileBuffers(m, l_, acc, S, part, stat)
             with ib.loop(nrows, "r") as r:
                 ib.store(m, [r], self.c(float("-inf")))
                 ib.store(l_, [r], self.c(0.0))
@@ -155,7 +167,7 @@ class _Kernel:
 
     def scores(self, bh: Expr, i0: Expr, nrows: int, j0: Expr, width: int) -> None:
         """S[r, j] = q[i0 + r] . k[j0 + j]: `rows` x `score_width` vector accumulators over D."""
-        ib, S = self.ib, self.state[3]
+        ib, S = self.ib, self.tile.S
         for count, R, start in _blocks(nrows, self.t.rows):
             with ib.loop(count, "rb") as rb:
                 r0 = rb * R + start
@@ -174,7 +186,7 @@ class _Kernel:
         """Row r of the block: scale and mask, new running max, P = exp(S - m_new) in place of S,
         rescale l and acc by alpha = exp(m - m_new)."""
         ib = self.ib
-        m, l_, acc, S, part, stat = self.state
+        m, l_, acc, S, part, stat = self.tile
         lanes = min(LANES, width)
 
         def scaled(c0: Expr, j: Any) -> None:
@@ -205,17 +217,17 @@ class _Kernel:
 
     def fill_partials(self, lanes: int, value: float) -> None:
         with self.ib.loop(lanes, "p", "vectorize") as p:
-            self.ib.store(self.state[4], [p], self.c(value))
+            self.ib.store(self.tile.part, [p], self.c(value))
 
     def fold_partials(self, dst: Buffer, di: Any, lanes: int, fold: Callable[[Expr, Expr], Expr]) -> None:
         """dst[di] = fold(dst[di], partial) over the `lanes` partials."""
-        ib, part = self.ib, self.state[4]
+        ib, part = self.ib, self.tile.part
         with ib.loop(lanes, "p") as p:
             ib.store(dst, [di], fold(ib.load(dst, [di]), ib.load(part, [p])))
 
     def accumulate(self, bh: Expr, nrows: int, j0: Expr, width: int) -> None:
         """acc[r, d] += sum_j P[r, j] * v[j0 + j, d]: `rows` x `out_width` vector accumulators over j."""
-        ib, acc, S = self.ib, self.state[2], self.state[3]
+        ib, acc, S = self.ib, self.tile.acc, self.tile.S
         for count, R, start in _blocks(nrows, self.t.rows):
             with ib.loop(count, "rb") as rb:
                 r0 = rb * R + start
