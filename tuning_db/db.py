@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.metadata
+import math
 import os
 import sqlite3
 import time
@@ -21,12 +22,13 @@ from sqlalchemy import and_, case, delete, func, insert, inspect, select, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
+from .boundary import warn_skipped
 from .engine import (WRITE_OPTION, check_file, in_memory, install_sqlite_hooks, locate,
                      sqlite_file_engine, url_engine)
 from .jsonl import export_records, import_lines, read_jsonl
 from .records import RUN_STATUSES, Record, RunInfo, TuningDBError, WorkloadSummary
-from .schema import (SCHEMA_VERSION, TABLES, Meta, RecordRow, RunRow, TargetRow, WorkloadRow, get_or_create, key_id,
-                     record_row, to_record)
+from .schema import (SCHEMA_VERSION, UPGRADES, VERSION_TABLES, ClaimRow, Meta, RecordRow, RunRow, TargetRow,
+                     WorkloadRow, get_or_create, key_id, record_row, to_record, workload_params)
 
 def _reason(e: BaseException) -> str:
     """The driver's one-line reason, without SQLAlchemy's statement dump."""
@@ -46,7 +48,7 @@ def _best_ok_ranked() -> Any:
                                   order_by=(RecordRow.cost, RecordRow.id))
     return (select(RecordRow.id, RecordRow.workload_id, RecordRow.target_id, RecordRow.cost,
                    RecordRow.config, RecordRow.config_index, rank.label("rank"))
-            .where(RecordRow.error_kind == "ok", RecordRow.cost.is_not(None)).subquery())
+            .where(RecordRow.error_kind == "ok", RecordRow.cost > 0).subquery())
 
 
 class TuningDB:
@@ -104,7 +106,8 @@ class TuningDB:
     # -- opening -----------------------------------------------------------------------------
 
     def _open_schema(self) -> None:
-        """Create the tables in a new database, else check it is a tuning database of our version."""
+        """Create the tables in a new database, else check it is a tuning database we can read,
+        upgrading an older version in place when opened for writing."""
         if self.readonly:
             with self._engine.connect() as conn:
                 self._check_schema(conn, set(inspect(conn).get_table_names()))
@@ -113,22 +116,30 @@ class TuningDB:
             conn = session.connection()
             tables = set(inspect(conn).get_table_names())
             if "meta" in tables or (tables and self.path is not None):
-                return self._check_schema(conn, tables)
+                version = self._check_schema(conn, tables)
+                for step in range(version, SCHEMA_VERSION):
+                    UPGRADES[step](conn)
+                    conn.execute(update(Meta).where(Meta.key == "schema_version").values(value=str(step + 1)))
+                return
             Meta.metadata.create_all(conn)
             session.add_all([Meta(key="schema_version", value=str(SCHEMA_VERSION)),
                              Meta(key="created_by", value=_library_version()),
                              Meta(key="created_at", value=repr(time.time()))])
 
-    def _check_schema(self, conn: Any, tables: set[str]) -> None:
+    def _check_schema(self, conn: Any, tables: set[str]) -> int:
+        """The schema version of a tuning database this library can read; TuningDBError otherwise."""
         if "meta" not in tables:
             found = f"tables {sorted(tables)}" if tables else "no tables"
             raise TuningDBError(f"{self.name} is not a tuning database: it has {found} and no 'meta' table")
-        version = conn.execute(select(Meta.value).where(Meta.key == "schema_version")).scalar()
-        if version != str(SCHEMA_VERSION):
-            raise TuningDBError(f"{self.name} has tuning database schema version {version}, but this library "
-                                f"reads version {SCHEMA_VERSION}; use a matching autotune or a new database")
-        if TABLES - tables:
-            raise TuningDBError(f"{self.name} is a damaged tuning database: it lacks tables {sorted(TABLES - tables)}")
+        text = conn.execute(select(Meta.value).where(Meta.key == "schema_version")).scalar()
+        version = next((v for v in VERSION_TABLES if str(v) == text), None)
+        if version is None:
+            raise TuningDBError(f"{self.name} has tuning database schema version {text}, but this library "
+                                f"reads versions 1 to {SCHEMA_VERSION}; use a matching autotune or a new database")
+        if VERSION_TABLES[version] - tables:
+            raise TuningDBError(f"{self.name} is a damaged tuning database: it lacks tables "
+                                f"{sorted(VERSION_TABLES[version] - tables)}")
+        return version
 
     # -- sessions ----------------------------------------------------------------------------
 
@@ -194,6 +205,38 @@ class TuningDB:
             if records:
                 rows = [record_row(r, run_id, run.workload_id, run.target_id) for r in records]
                 session.execute(insert(RecordRow.__table__), rows)   # one executemany
+                session.execute(delete(ClaimRow).where(ClaimRow.run_id == run_id,
+                                                       ClaimRow.config_index.in_([r.config_index for r in records])))
+
+    def claim(self, run_id: int, indices: Iterable[int], lease_s: float) -> list[int]:
+        """Claim configs for `run_id` to measure, for `lease_s` seconds: returns those of `indices`
+        (in order) that no run has measured and no other run holds an unexpired claim on.
+
+        Concurrent tuners of one task call this before measuring, so none measures a config that
+        another has measured or is measuring; the claims of a run that dies expire with the lease.
+        """
+        indices = list(dict.fromkeys(int(i) for i in indices))
+        if not (math.isfinite(lease_s) and lease_s > 0):
+            raise ValueError(f"claim: lease_s must be positive seconds, got {lease_s!r}")
+        now = time.time()
+        with self._writing() as session:
+            run = session.get(RunRow, run_id)
+            if run is None:
+                raise TuningDBError(f"{self.name}: no run {run_id}; start one with start_run")
+            same = (ClaimRow.workload_id == run.workload_id, ClaimRow.target_id == run.target_id)
+            session.execute(delete(ClaimRow).where(*same, ClaimRow.expires_at < now))
+            taken = set(session.scalars(select(ClaimRow.config_index).where(
+                *same, ClaimRow.run_id != run_id, ClaimRow.config_index.in_(indices))))
+            taken |= set(session.scalars(select(RecordRow.config_index).where(
+                RecordRow.workload_id == run.workload_id, RecordRow.target_id == run.target_id,
+                RecordRow.config_index.in_(indices))))
+            mine = [i for i in indices if i not in taken]
+            session.execute(delete(ClaimRow).where(*same, ClaimRow.config_index.in_(mine)))   # renew our own
+            if mine:
+                session.execute(insert(ClaimRow.__table__), [
+                    {"workload_id": run.workload_id, "target_id": run.target_id, "config_index": i,
+                     "run_id": run_id, "expires_at": now + lease_s} for i in mine])
+            return mine
 
     def finish_run(self, run_id: int, trials_done: int, status: str = "finished") -> None:
         """Close a run with how many trials it measured and how it ended."""
@@ -204,6 +247,7 @@ class TuningDB:
                 trials_done=int(trials_done), status=status, ended_at=time.time())).rowcount
             if changed == 0:
                 raise TuningDBError(f"{self.name}: no run {run_id} to finish")
+            session.execute(delete(ClaimRow).where(ClaimRow.run_id == run_id))   # what it did not measure is free again
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -212,11 +256,10 @@ class TuningDB:
         stmt = (select(RecordRow)
                 .where(RecordRow.workload_id == key_id(WorkloadRow, workload_key),
                        RecordRow.target_id == key_id(TargetRow, target_key),
-                       RecordRow.cost.is_not(None), RecordRow.error_kind == "ok")
-                .order_by(RecordRow.cost, RecordRow.id).limit(1))
+                       RecordRow.cost > 0, RecordRow.error_kind == "ok")
+                .order_by(RecordRow.cost, RecordRow.id).execution_options(yield_per=8))
         with self._reading() as session:
-            row = session.scalars(stmt).first()
-            return None if row is None else to_record(row, workload_key, target_key)
+            return next(self._valid_records((row, workload_key, target_key) for row in session.scalars(stmt)), None)
 
     def records(self, workload_key: str | None = None, target_key: str | None = None, ok_only: bool = False,
                 limit: int | None = None) -> list[Record]:
@@ -231,7 +274,15 @@ class TuningDB:
         if ok_only:
             stmt = stmt.where(RecordRow.error_kind == "ok")
         with self._reading() as session:
-            return [to_record(row, wkey, tkey) for row, wkey, tkey in session.execute(stmt)]
+            return list(self._valid_records(session.execute(stmt)))
+
+    def _valid_records(self, rows: Iterable[Any]) -> Iterator[Record]:
+        """The Records of (row, workload key, target key) triples, skipping invalid rows with a warning."""
+        for row, wkey, tkey in rows:
+            try:
+                yield to_record(row, wkey, tkey)
+            except ValueError as e:
+                warn_skipped(self.name, f"record {row.id}", e)
 
     def measured_indices(self, workload_key: str, target_key: str) -> set[int]:
         """Config indices with a record of any outcome: what a resumed run need not measure again."""
@@ -262,9 +313,23 @@ class TuningDB:
         if op is not None:
             stmt = stmt.where(WorkloadRow.op == op)
         with self._reading() as session:
-            return [WorkloadSummary(w.key, w.op, w.params, w.dtype, tkey, int(trials or 0), int(errors or 0),
-                                    cost, config, index, last)
-                    for w, tkey, trials, errors, last, cost, config, index in session.execute(stmt)]
+            rows = list(session.execute(stmt))
+        return [summary for summary in map(self._summary, rows) if summary is not None]
+
+    def _summary(self, row: Any) -> WorkloadSummary | None:
+        """A WorkloadSummary of one workloads() row; None (with a warning) if its workload is invalid.
+        If the best row found by SQL is itself invalid, the best valid record is looked up instead."""
+        w, tkey, trials, errors, last, cost, config, index = row
+        try:
+            params = workload_params(w)
+        except ValueError as e:
+            warn_skipped(self.name, f"workload {w.key!r}", e)
+            return None
+        if cost is not None and not (isinstance(config, dict) and math.isfinite(cost)):
+            best = self.best(w.key, tkey)
+            cost, config, index = (best.cost, best.config, best.config_index) if best else (None, None, None)
+        return WorkloadSummary(w.key, w.op, params, w.dtype, tkey, int(trials or 0), int(errors or 0),
+                               cost, config, index, last)
 
     def runs(self, workload_key: str | None = None) -> list[RunInfo]:
         """Every run (or those of one workload) in the order they started."""
@@ -282,7 +347,7 @@ class TuningDB:
     def export_jsonl(self, path: str | os.PathLike[str]) -> int:
         """Write every record, its workload and target inline, one JSON object per line."""
         with self._reading() as session:
-            return export_records(session, path)
+            return export_records(session, path, self.name)
 
     def import_jsonl(self, path: str | os.PathLike[str]) -> int:
         """Add the records of a JSONL file, all or nothing; records already present are skipped.

@@ -1,5 +1,6 @@
 """Opening a tuning database: where it is, whether a file can be one, and engines with the
-SQLite settings every connection needs (WAL, busy timeout, foreign keys, early write locks)."""
+SQLite settings every connection needs (WAL, busy timeout, foreign keys, early write locks).
+JSON columns are read with the bounded, never-raising reader of `boundary`."""
 from __future__ import annotations
 
 import os
@@ -15,6 +16,7 @@ from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.pool import QueuePool, StaticPool
 
+from .boundary import tolerant_loads
 from .records import TuningDBError
 
 BUSY_TIMEOUT_S = 30.0
@@ -118,16 +120,17 @@ def sqlite_file_engine(path: Path, readonly: bool) -> Engine:
     def connect() -> sqlite3.Connection:
         return sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, check_same_thread=False, isolation_level=None)
 
-    return create_engine(URL.create("sqlite", database=str(path)), creator=connect, poolclass=QueuePool)
+    return create_engine(URL.create("sqlite", database=str(path)), creator=connect, poolclass=QueuePool,
+                         json_deserializer=tolerant_loads)
 
 
 def url_engine(url: URL) -> Engine:
     if url.get_backend_name() != "sqlite":
-        return create_engine(url, pool_pre_ping=True)
+        return create_engine(url, pool_pre_ping=True, json_deserializer=tolerant_loads)
     if in_memory(url):   # one shared connection, or each would be its own database
-        return create_engine("sqlite://", poolclass=StaticPool,
+        return create_engine("sqlite://", poolclass=StaticPool, json_deserializer=tolerant_loads,
                              creator=lambda: sqlite3.connect(":memory:", check_same_thread=False))
-    return create_engine(url)
+    return create_engine(url, json_deserializer=tolerant_loads)
 
 
 def in_memory(url: URL) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -18,8 +19,9 @@ from typing import Any
 from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
-from .records import Record, TuningDBError, is_number
-from .schema import RecordRow, RunRow, TargetRow, WorkloadRow, get_or_create, record_row, to_record
+from .boundary import MAX_JSON_BYTES, check_params, is_number, loads, warn_skipped
+from .records import Record, TuningDBError
+from .schema import RecordRow, RunRow, TargetRow, WorkloadRow, get_or_create, record_row, to_record, workload_params
 
 # The JSON type each field of a line must have, as (test, expected-in-words).
 _FIELDS: dict[str, tuple[Any, str]] = {
@@ -77,36 +79,50 @@ def write_jsonl(path: str | os.PathLike[str], lines: Iterable[dict[str, Any]]) -
 
 
 def read_jsonl(path: str | os.PathLike[str]) -> list[Line]:
-    """Every line of the file, validated; TuningDBError (a ValueError) at the first bad one."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            text_lines = f.readlines()
-    except (OSError, UnicodeDecodeError) as e:
-        raise TuningDBError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}") from e
+    """Every line of the file, validated; TuningDBError (a ValueError) at the first bad one.
+
+    Only a regular file is read (a FIFO would block, a device never end), a line at a time, each
+    at most MAX_JSON_BYTES: nothing makes the reader hang or grow without bound."""
     lines: list[Line] = []
     workloads: dict[str, tuple[str, dict[str, Any], str]] = {}
-    for number, text in enumerate(text_lines, 1):
-        if not text.strip():
-            continue   # blank lines (a trailing newline, a hand edit) carry nothing
-        try:
-            line = parse_line(text)
-            facts = (line.op, line.params, line.dtype)
-            first = workloads.setdefault(line.record.workload_key, facts)
-            if first != facts:
-                raise ValueError(f"field 'op'/'params'/'dtype': workload {line.record.workload_key!r} was "
-                                 f"{first} on an earlier line, got {facts}")
-        except ValueError as e:
-            raise TuningDBError(f"{path}, line {number}: {e}; nothing was imported") from None
-        lines.append(line)
+    try:
+        with _open_regular(path) as f:
+            for number, text in enumerate(iter(lambda: f.readline(MAX_JSON_BYTES + 1), ""), 1):
+                if not text.strip():
+                    continue   # blank lines (a trailing newline, a hand edit) carry nothing
+                try:
+                    lines.append(_parse_unique(text, workloads))
+                except ValueError as e:
+                    raise TuningDBError(f"{path}, line {number}: {e}; nothing was imported") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise TuningDBError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}") from e
     return lines
+
+
+def _open_regular(path: str | os.PathLike[str]) -> Any:
+    """Open a regular file for reading text; OSError (with strerror) for anything else."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)   # non-blocking: opening a FIFO must not wait for a writer
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(0, "not a regular file")
+    os.set_blocking(fd, True)
+    return open(fd, encoding="utf-8")
+
+
+def _parse_unique(text: str, workloads: dict[str, tuple[str, dict[str, Any], str]]) -> Line:
+    """parse_line, also checking that a workload key means the same op, params and dtype throughout."""
+    line = parse_line(text)
+    facts = (line.op, line.params, line.dtype)
+    first = workloads.setdefault(line.record.workload_key, facts)
+    if first != facts:
+        raise ValueError(f"field 'op'/'params'/'dtype': workload {line.record.workload_key!r} was "
+                         f"{first} on an earlier line, got {facts}")
+    return line
 
 
 def parse_line(text: str) -> Line:
     """One line to a Line; ValueError naming the field that is missing or wrong."""
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"not valid JSON ({e.msg} at column {e.colno})") from None
+    obj = loads(text, "the line")
     if not isinstance(obj, dict):
         raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
     for name, (test, expected) in _FIELDS.items():
@@ -117,19 +133,27 @@ def parse_line(text: str) -> Line:
     record = Record(obj["workload_key"], obj["target_key"], obj["config_index"], obj["config"],
                     tuple(obj["costs"]), obj["error_kind"], obj["error_msg"], obj["build_seconds"],
                     obj["timestamp"])
-    return Line(record, obj["op"], obj["params"], obj["dtype"])
+    return Line(record, obj["op"], check_params(obj["params"], "field 'params'"), obj["dtype"])
 
 
-def export_records(session: Session, path: str | os.PathLike[str]) -> int:
-    """Write every record of the database in the order stored; returns how many."""
+def export_records(session: Session, path: str | os.PathLike[str], source: str) -> int:
+    """Write every valid record of the database in the order stored (invalid rows are skipped
+    with a warning each); returns how many were written."""
     workloads = {w.id: w for w in session.scalars(select(WorkloadRow))}   # few: looked up, not joined per row
     targets = {tid: key for tid, key in session.execute(select(TargetRow.id, TargetRow.key))}
     rows = session.scalars(select(RecordRow).order_by(RecordRow.id).execution_options(yield_per=1000))
-    return write_jsonl(path, (_line_of(row, workloads[row.workload_id], targets[row.target_id]) for row in rows))
+    return write_jsonl(path, _valid_lines(rows, workloads, targets, source))
 
 
-def _line_of(row: RecordRow, workload: WorkloadRow, target_key: str) -> dict[str, Any]:
-    return to_line(to_record(row, workload.key, target_key), workload.op, workload.params, workload.dtype)
+def _valid_lines(rows: Iterable[RecordRow], workloads: dict[int, WorkloadRow], targets: dict[int, str],
+                 source: str) -> Iterable[dict[str, Any]]:
+    for row in rows:
+        workload = workloads[row.workload_id]
+        try:
+            record = to_record(row, workload.key, targets[row.target_id])
+            yield to_line(record, workload.op, workload_params(workload), workload.dtype)
+        except ValueError as e:
+            warn_skipped(source, f"record {row.id}", e)
 
 
 def import_lines(session: Session, lines: list[Line]) -> int:

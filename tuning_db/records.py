@@ -6,29 +6,26 @@ refused with the field's name before it reaches the database or a JSONL file.
 """
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from dataclasses import dataclass
 from typing import Any
 
+from .boundary import check_costs, check_json, is_int, is_number, short_repr
+
 # The outcomes a measurement can have (mirrors autotune.measure.ErrorKind, which we must not import).
 ERROR_KINDS = ("ok", "build_error", "runtime_error", "timeout", "wrong_result", "crash", "instantiation_error")
 RUN_STATUSES = ("running", "finished", "interrupted", "failed")
+KEY_LENGTH = 1024   # workload and target keys; SQLite ignores it, other databases need a bound to index
 
 
 class TuningDBError(ValueError):
     """The database cannot be opened or written as asked; the message names the path and the reason."""
 
 
-def is_number(value: Any) -> bool:
-    """An int or float that is not a bool (JSON true/false must not pass for 1/0)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def _check(cond: bool, field: str, expected: str, got: Any) -> None:
     if not cond:
-        raise ValueError(f"field {field!r}: expected {expected}, got {got!r}")
+        raise ValueError(f"field {field!r}: expected {expected}, got {short_repr(got)}")
 
 
 @dataclass(frozen=True)
@@ -56,21 +53,14 @@ class Record:
     def __post_init__(self) -> None:
         for name in ("workload_key", "target_key"):
             value = getattr(self, name)
-            _check(isinstance(value, str) and value != "", name, "a non-empty string", value)
-        _check(isinstance(self.config_index, int) and not isinstance(self.config_index, bool)
-               and self.config_index >= 0, "config_index", "an integer >= 0", self.config_index)
+            _check(isinstance(value, str) and 0 < len(value) <= KEY_LENGTH, name,
+                   f"a non-empty string of at most {KEY_LENGTH} characters", value)
+        _check(is_int(self.config_index) and self.config_index >= 0, "config_index",
+               "an integer in [0, 2**63)", self.config_index)
         _check(isinstance(self.config, dict), "config", "a JSON object (dict)", self.config)
-        try:
-            json.dumps(self.config, allow_nan=False)
-        except (TypeError, ValueError) as e:
-            raise ValueError(f"field 'config': expected plain JSON (no NaN, no objects), {e}") from None
-        _check(isinstance(self.costs, (tuple, list)), "costs", "a list of seconds", self.costs)
-        _check(all(is_number(c) and math.isfinite(c) and c >= 0 for c in self.costs), "costs",
-               "finite non-negative seconds", self.costs)
-        object.__setattr__(self, "costs", tuple(float(c) for c in self.costs))
+        check_json(self.config, "field 'config'")
         _check(self.error_kind in ERROR_KINDS, "error_kind", f"one of {list(ERROR_KINDS)}", self.error_kind)
-        _check(self.error_kind != "ok" or len(self.costs) > 0, "costs", "at least one timing for an ok record",
-               self.costs)
+        object.__setattr__(self, "costs", check_costs(self.costs, self.error_kind == "ok"))
         _check(isinstance(self.error_msg, str), "error_msg", "a string", self.error_msg)
         _check(is_number(self.build_seconds) and math.isfinite(self.build_seconds) and self.build_seconds >= 0,
                "build_seconds", "finite seconds >= 0", self.build_seconds)

@@ -1,8 +1,9 @@
 """The tables of the tuning database (SQLAlchemy 2.x ORM), the schema version they make, and
 how a `Record` maps onto a row.
 
-Change a table, bump SCHEMA_VERSION: a database of another version is refused on open rather
-than misread. Every JSON column holds plain JSON (dicts, lists, numbers); nothing is pickled.
+Change a table, bump SCHEMA_VERSION and add the step from the last version to UPGRADES: an older
+database is upgraded when a writer opens it (readers read it as it is), and a newer one is
+refused on open rather than misread. Every JSON column holds plain JSON (dicts, lists, numbers); nothing is pickled.
 Times are float unix seconds, like the measurement timestamps they sit beside.
 """
 from __future__ import annotations
@@ -13,11 +14,10 @@ from sqlalchemy import JSON, BigInteger, Float, ForeignKey, Index, Integer, Stri
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
-from .records import Record, TuningDBError
+from .boundary import check_params
+from .records import KEY_LENGTH, Record, TuningDBError
 
-SCHEMA_VERSION = 1
-
-KEY_LENGTH = 1024   # workload and target keys; SQLite ignores it, other databases need a bound to index
+SCHEMA_VERSION = 2
 
 
 class Base(DeclarativeBase):
@@ -96,7 +96,23 @@ class RecordRow(Base):
     )
 
 
+class ClaimRow(Base):
+    """A config that one run is measuring now: other runs skip it. The claim is a lease: a run
+    that dies leaves it behind, and once `expires_at` passes the config may be claimed again."""
+
+    __tablename__ = "claims"
+
+    workload_id: Mapped[int] = mapped_column(ForeignKey("workloads.id"), primary_key=True)
+    target_id: Mapped[int] = mapped_column(ForeignKey("targets.id"), primary_key=True)
+    config_index: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"), index=True)
+    expires_at: Mapped[float] = mapped_column(Float)
+
+
 TABLES = frozenset(Base.metadata.tables)
+# The tables each older version has, and the step that brings it to the next version.
+VERSION_TABLES = {1: TABLES - {"claims"}, 2: TABLES}
+UPGRADES = {1: lambda conn: ClaimRow.__table__.create(conn)}
 
 
 def record_row(record: Record, run_id: int, workload_id: int, target_id: int) -> dict[str, Any]:
@@ -108,8 +124,14 @@ def record_row(record: Record, run_id: int, workload_id: int, target_id: int) ->
 
 
 def to_record(row: RecordRow, workload_key: str, target_key: str) -> Record:
-    return Record(workload_key, target_key, row.config_index, row.config, tuple(row.costs), row.error_kind,
+    """The Record of a row; ValueError naming the field if the stored row is not a valid record."""
+    return Record(workload_key, target_key, row.config_index, row.config, row.costs, row.error_kind,
                   row.error_msg, row.build_seconds, row.timestamp, row.run_id)
+
+
+def workload_params(row: WorkloadRow) -> dict[str, Any]:
+    """The stored shape parameters of a workload; ValueError if they are not a task's kinds."""
+    return check_params(row.params, "params")
 
 
 def key_id(model: type[WorkloadRow] | type[TargetRow], key: str) -> Any:

@@ -154,14 +154,18 @@ def flush_cache() -> None:
     _FLUSH += 1
 
 
+CLOCK_RESOLUTION_S = time.get_clock_info("perf_counter").resolution
+
+
 def time_calls(fn: Callable[[], None], number: int, flush: bool) -> float:
+    """Seconds of `number` calls; never below the clock's resolution (a cost of 0 is no measurement)."""
     if flush:
         flush_cache()
     clock = time.perf_counter
     t0 = clock()
     for _ in itertools.repeat(None, number):
         fn()
-    return clock() - t0
+    return max(clock() - t0, CLOCK_RESOLUTION_S)
 
 
 def measure_costs(fn: Callable[[], None], options: dict[str, Any],

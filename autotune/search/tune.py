@@ -22,6 +22,24 @@ from .xgb import XGBTuner, config_features
 
 TUNERS: dict[str, type[Tuner]] = {"xgb": XGBTuner, "ga": GATuner, "random": RandomTuner, "grid": GridTuner}
 MAX_TRANSFER_RECORDS = 256
+MAX_TRIALS = 2**31 - 1     # trials and seeds are stored in 64-bit columns; no job needs more
+MAX_SEED = 2**63 - 1
+
+
+def check_tune_args(trials: Any, batch_size: Any, seed: Any) -> None:
+    """ValueError/TypeError naming a trial count, batch size or seed that no run can have."""
+    for name, value, high in (("trials", trials, MAX_TRIALS), ("batch_size", batch_size, MAX_TRIALS)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"tune: {name} must be an int, got {type(value).__name__}")
+        if not 1 <= value <= high:
+            raise ValueError(f"tune: {name} must be in [1, {high}], got {value}")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED):
+        raise ValueError(f"tune: seed must be None or an int in [0, 2**63 - 1], got {seed!r}")
+
+
+def lease_seconds(options: MeasureOptions, batch_size: int) -> float:
+    """How long a claimed batch may take at most: every build and every run at its timeout."""
+    return batch_size * (options.build_timeout_s + options.run_timeout_s)
 
 
 def make_tuner(name: str, task: Task, seed: int | None = None) -> Tuner:
@@ -75,8 +93,7 @@ def tune(task: Task, trials: int = 64, tuner: str = "xgb", db: Any = None, early
     """Tune `task` for up to `trials` new measurements; every result lands in the database."""
     if not isinstance(task, Task):
         raise TypeError(f"tune expects a Task (autotune.create_task), got {type(task).__name__}")
-    if trials < 1 or batch_size < 1:
-        raise ValueError(f"trials and batch_size must be >= 1, got {trials} and {batch_size}")
+    check_tune_args(trials, batch_size, seed)
     if task.target_kind == "cuda" and measurer is None:
         from ..codegen.cuda_device import check_measurable
 
@@ -91,7 +108,9 @@ def tune(task: Task, trials: int = 64, tuner: str = "xgb", db: Any = None, early
     run_id = database.start_run(task.workload_key, task.name, task.params, task.dtype, task.target, tuner,
                                 trials, seed)
     own = measurer is None
-    meas = Measurer(measure_option or MeasureOptions()) if own else measurer
+    options = measure_option or MeasureOptions()
+    meas = Measurer(options) if own else measurer
+    lease_s = lease_seconds(options, batch_size)
     status, result, done = "failed", None, [0]
 
     def record(pairs: list[tuple[int, MeasureResult]]) -> None:
@@ -103,7 +122,8 @@ def tune(task: Task, trials: int = 64, tuner: str = "xgb", db: Any = None, early
             task, strategy, meas.measure, trials, batch_size, record=record,
             early_stopping=early_stopping, callbacks=callbacks,
             best_seconds=best_prev.cost if best_prev is not None else math.inf,
-            best_index=best_prev.config_index if best_prev is not None else None)
+            best_index=best_prev.config_index if best_prev is not None else None,
+            claim=lambda batch: database.claim(run_id, batch, lease_s))
         status = "interrupted" if result.interrupted else "finished"
     except KeyboardInterrupt:
         status = "interrupted"

@@ -119,14 +119,23 @@ def gflops(task: Task, seconds: float) -> float:
 def tune_loop(task: Task, tuner: Tuner, measure: Callable[[Task, list[int]], list[MeasureResult]],
               trials: int, batch_size: int, record: Callable[[list[tuple[int, MeasureResult]]], None],
               early_stopping: int | None = None, callbacks: Sequence[Callable[[Progress], Any]] = (),
-              best_seconds: float = math.inf, best_index: int | None = None) -> TuneResult:
-    """Propose -> measure -> record -> track best -> update -> callbacks -> early stop."""
+              best_seconds: float = math.inf, best_index: int | None = None,
+              claim: Callable[[list[int]], list[int]] | None = None) -> TuneResult:
+    """Propose -> claim -> measure -> record -> track best -> update -> callbacks -> early stop.
+
+    `claim` (when tuners share a database) keeps the proposed configs no other tuner has measured
+    or is measuring; a batch whose every config is taken is skipped and the tuner proposes again.
+    """
     history: list[tuple[int, MeasureResult]] = []
     since_best, stopped, interrupted = 0, False, False
     while len(history) < trials and tuner.has_next():
         batch = tuner.next_batch(min(batch_size, trials - len(history)))
         if not batch:
             break
+        if claim is not None:
+            batch = claim(batch)
+            if not batch:
+                continue
         results = measure(task, batch)
         pairs = list(zip(batch, results))
         record(pairs)

@@ -319,7 +319,7 @@ def test_another_schema_version_is_refused(tmp_path, db, readonly):
     db.close()
     with sqlite3.connect(tmp_path / "tuning.db") as raw:
         raw.execute("UPDATE meta SET value = '7' WHERE key = 'schema_version'")
-    with pytest.raises(TuningDBError, match=f"schema version 7, but this library reads version {SCHEMA_VERSION}"):
+    with pytest.raises(TuningDBError, match=f"schema version 7, but this library reads versions 1 to {SCHEMA_VERSION}"):
         TuningDB(tmp_path / "tuning.db", readonly=readonly)
 
 

@@ -40,3 +40,30 @@ def write_until_killed(path: str, size: int, sleep_s: float) -> None:
         db.add_records(run_id, [record(batch * size + j) for j in range(size)])
         batch += 1
         time.sleep(sleep_s)
+
+
+class SlowFakeMeasurer:
+    """Every config is ok, at a cost from its index; `delay_s` per config stands in for measuring."""
+
+    def __init__(self, delay_s: float) -> None:
+        self.delay_s = delay_s
+
+    def measure(self, task, indices):
+        from autotune.measure.types import ErrorKind, MeasureResult
+
+        time.sleep(self.delay_s * len(indices))
+        return [MeasureResult((1e-4 * (1 + i % 13),), ErrorKind.OK, "", 0.0, time.time()) for i in indices]
+
+    def close(self) -> None:
+        pass
+
+
+def tune_concurrently(path: str, seed: int, trials: int, barrier) -> None:
+    """One of several grid tuners started together on the same task and database: without claims
+    they would all walk the same configs in the same order."""
+    import autotune
+    from autotune.search.tune import tune
+
+    task = autotune.create_task("matmul", M=33, N=20, K=17)
+    barrier.wait()
+    tune(task, trials=trials, tuner="grid", db=path, seed=seed, batch_size=4, measurer=SlowFakeMeasurer(0.02))
