@@ -3,8 +3,10 @@
 A second process gets a tuned kernel without compiling: the object code and its signature are
 stored under a key made of the workload, target, config and the autotune and LLVM versions. The
 directory is private to the user (0700), and every entry carries an HMAC made with a per-user
-secret (0600) that is checked before the object is loaded: a corrupt or tampered entry is
-rebuilt, never executed.
+secret (0600) over the entry format, the key it answers for, its signature and its object code,
+checked before the object is loaded: a corrupt, tampered or moved entry is rebuilt, never executed.
+A cache directory that is shared (another owner, or group/other access, like a 1777 temp
+directory) is left as it is; the cache then lives in a private per-user subdirectory of it.
 """
 from __future__ import annotations
 
@@ -13,16 +15,21 @@ import hmac
 import json
 import os
 import secrets
+import stat
 import threading
+import warnings
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Callable
 
 import llvmlite
 
+from tuning_db.boundary import loads as bounded_json
+
 from . import __version__
 
 CACHE_ENV = "AUTOTUNE_CACHE"
+ENTRY_FORMAT = 2      # bump when what an entry holds or what its MAC covers changes
 
 
 def cache_dir() -> Path:
@@ -41,38 +48,62 @@ def entry_key(workload_key: str, target: str, config: dict) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:40]
 
 
+def _is_private(st: os.stat_result) -> bool:
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077
+
+
+def _private_dir(root: Path) -> Path:
+    """`root` if it is a directory only this user can reach (created so if missing), else a private
+    `autotune-<uid>` subdirectory of it; OSError if neither can be had. Never changes `root`'s mode."""
+    root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if _is_private(os.stat(root)):
+        return root
+    sub = root / f"autotune-{os.getuid()}"
+    try:
+        sub.mkdir(mode=0o700)
+    except FileExistsError:
+        pass
+    if not _is_private(os.lstat(sub)):   # lstat: a planted symlink or foreign directory is refused
+        warnings.warn(f"autotune: kernel cache disabled: {sub} exists but is not a directory private to this "
+                      "user; set AUTOTUNE_CACHE to a private directory", stacklevel=4)
+        raise OSError(f"{sub} is not private")
+    return sub
+
+
 class DiskCache:
     """Object code + signature per key, authenticated with the user's secret."""
 
     def __init__(self, root: Path | None = None) -> None:
         self.root = root or cache_dir()
+        self.dir = self.root           # where entries live: root, or a private subdirectory of a shared root
         self._secret: bytes | None = None
 
     def _prepare(self) -> None:
-        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
-        os.chmod(self.root, 0o700)
-        secret = self.root / "secret"
+        if self._secret is not None:
+            return
+        self.dir = _private_dir(self.root)
+        secret = self.dir / "secret"
         if not secret.exists():
             fd = os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "wb") as f:
                 f.write(secrets.token_bytes(32))
         self._secret = secret.read_bytes()
 
-    def _mac(self, signature: dict, obj: bytes) -> str:
+    def _mac(self, key: str, signature: dict, obj: bytes) -> str:
         assert self._secret is not None
-        msg = json.dumps(signature, sort_keys=True).encode() + b"\0" + obj
+        msg = json.dumps([ENTRY_FORMAT, key, signature], sort_keys=True).encode() + b"\0" + obj
         return hmac.new(self._secret, msg, hashlib.sha256).hexdigest()
 
     def get(self, key: str) -> tuple[dict, bytes] | None:
-        """The stored (signature, object) if present and authentic, else None."""
+        """The stored (signature, object) if present and authentic for `key`, else None."""
         try:
             self._prepare()
-            meta = json.loads((self.root / f"{key}.json").read_text())
-            obj = (self.root / f"{key}.o").read_bytes()
+            meta = bounded_json((self.dir / f"{key}.json").read_bytes(), "kernel cache entry")
+            obj = (self.dir / f"{key}.o").read_bytes()
         except (OSError, ValueError):
             return None
-        if not isinstance(meta, dict) or not hmac.compare_digest(str(meta.get("mac", "")),
-                                                                 self._mac(meta.get("signature", {}), obj)):
+        if not (isinstance(meta, dict) and isinstance(meta.get("signature"), dict)
+                and hmac.compare_digest(str(meta.get("mac", "")), self._mac(key, meta["signature"], obj))):
             return None
         return meta["signature"], obj
 
@@ -88,13 +119,13 @@ class DiskCache:
         """Store atomically (write to a temporary name, then rename)."""
         try:
             self._prepare()
-            for suffix, data in ((".o", obj), (".json", json.dumps({"signature": signature,
-                                                                     "mac": self._mac(signature, obj)}).encode())):
-                tmp = self.root / f"{key}{suffix}.{os.getpid()}.tmp"
+            meta = {"format": ENTRY_FORMAT, "signature": signature, "mac": self._mac(key, signature, obj)}
+            for suffix, data in ((".o", obj), (".json", json.dumps(meta).encode())):
+                tmp = self.dir / f"{key}{suffix}.{os.getpid()}.tmp"
                 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
                 with os.fdopen(fd, "wb") as f:
                     f.write(data)
-                os.replace(tmp, self.root / f"{key}{suffix}")
+                os.replace(tmp, self.dir / f"{key}{suffix}")
         except OSError:
             pass  # an unwritable cache only costs a compile next time
 

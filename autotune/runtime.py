@@ -52,6 +52,10 @@ class Kernel:
         n_in = self.task.num_inputs
         if len(inputs) != n_in:
             raise TypeError(f"{self.task.name} takes {n_in} input array(s), got {len(inputs)}")
+        for pos, (a, (shape, _)) in enumerate(zip(inputs, self.task.arg_specs)):
+            if tuple(getattr(a, "shape", ())) != tuple(shape):   # before any output is allocated
+                raise ValueError(f"{self.task.name}: input {pos}: expected shape {tuple(shape)}, "
+                                 f"got {getattr(a, 'shape', type(a).__name__)}")
         specs = self.task.arg_specs[n_in:]
         if out is None:
             outs = [np.empty(shape, dtype) for shape, dtype in specs]
@@ -89,9 +93,26 @@ def _open_db(db: Any) -> Any:
         raise
 
 
-def _distance(a: dict, b: dict) -> float:
-    keys = set(a) | set(b)
-    return sum(abs(math.log2(max(a.get(k, 1), 1)) - math.log2(max(b.get(k, 1), 1))) for k in keys)
+def _log_scale(x: int) -> float:
+    """Sizes compare by ratio; the sign is kept so that small and negative values still differ."""
+    return math.copysign(math.log2(1 + abs(x)), x)
+
+
+def _distance(a: dict[str, Any], b: dict[str, Any]) -> float:
+    """How far apart two shapes of one op are: the summed log-ratio of their parameters (tuples
+    element by element); inf when a parameter differs in kind or length, so no such shape is nearest."""
+    if a.keys() != b.keys():
+        return math.inf
+    total = 0.0
+    for name, x in a.items():
+        y = b[name]
+        if isinstance(x, tuple) != isinstance(y, tuple):
+            return math.inf
+        xs, ys = (x, y) if isinstance(x, tuple) else ((x,), (y,))
+        if len(xs) != len(ys):
+            return math.inf
+        total += sum(abs(_log_scale(p) - _log_scale(q)) for p, q in zip(xs, ys))
+    return total
 
 
 def _first_legal(task: Task, records: list, limit: int = 32) -> int | None:
@@ -116,7 +137,8 @@ def _choose(task: Task, db: Any) -> tuple[int, str, float | None]:
             except InstantiationError:
                 pass  # a record of an older template version: fall through
         others = [w for w in db.workloads(op=task.name)
-                  if w.target_key == task.target and w.dtype == task.dtype and w.key != task.workload_key]
+                  if w.target_key == task.target and w.dtype == task.dtype and w.key != task.workload_key
+                  and math.isfinite(_distance(w.params, task.params))]
         for w in sorted(others, key=lambda w: _distance(w.params, task.params)):
             index = _first_legal(task, db.records(w.key, task.target, ok_only=True))
             if index is not None:
@@ -153,9 +175,23 @@ def load(op: str, target: str = "llvm", db: Any = None, dtype: str = "float32", 
     Resolved kernels are remembered per process (a repeated call costs a dict lookup);
     `clear_caches()` makes the next call consult the database again.
     """
+    params = {name: _param_value(op, name, value) for name, value in params.items()}
     db_key = db if isinstance(db, (str, type(None))) else id(db)
     key = (op, target, db_key, dtype, tuple(sorted(params.items())))
     return _RESOLVED.get_or_create(key, lambda: _resolve(op, target, db, dtype, params))
+
+
+def _param_value(op: str, name: str, value: Any) -> int | tuple[int, ...]:
+    """A shape parameter as tasks hold it, checked before it keys the resolved-kernel cache
+    (where 64.0 == 64 would otherwise find the kernel of M=64)."""
+    def is_int(v: Any) -> bool:
+        return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+    if is_int(value):
+        return int(value)
+    if isinstance(value, (tuple, list)) and all(is_int(v) for v in value):
+        return tuple(int(v) for v in value)
+    raise TypeError(f"load({op!r}): parameter {name} must be an int or a tuple of ints, got {value!r}")
 
 
 def _db_stamp(db: Any) -> list | None:
