@@ -6,6 +6,7 @@ locked or not a tuning database) exits with code 2 and one line on stderr, never
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from typing import Any
@@ -25,16 +26,30 @@ class CLIError(click.ClickException):
     exit_code = EXIT_USAGE
 
 
+_INT = re.compile(r"-?[0-9]+")
+MAX_DIGITS = 400          # create_task refuses anything past 2**1023 (309 digits) with its own message
+
+
+def clip(text: str, n: int = 60) -> str:
+    """`text` short enough for a one-line message."""
+    return text if len(text) <= n else text[:n] + "..."
+
+
 def parse_shape(text: str) -> dict[str, int | tuple[int, ...]]:
     """`M=1024,N=512,K=64` -> {"M": 1024, ...}; `axes=0:2` is the tuple (0, 2); bad items are named."""
     out: dict[str, int | tuple[int, ...]] = {}
     for item in filter(None, (p.strip() for p in text.split(","))):
-        name, sep, value = item.partition("=")
-        parts = value.strip().split(":")
-        if not sep or not name.strip() or not all(p.lstrip("-").isdigit() for p in parts):
-            raise CLIError(f"malformed --shape item {item!r}; expected NAME=INT (or NAME=INT:INT for a tuple), "
-                           "e.g. M=1024,N=1024,K=1024")
-        out[name.strip()] = int(parts[0]) if len(parts) == 1 else tuple(int(p) for p in parts)
+        name, sep, value = (x.strip() for x in item.partition("="))
+        parts = [p.strip() for p in value.split(":")]
+        if not sep or not name or not all(_INT.fullmatch(p) for p in parts):
+            raise CLIError(f"malformed --shape item {clip(item)!r}; expected NAME=INT (or NAME=INT:INT for a "
+                           "tuple), e.g. M=1024,N=1024,K=1024")
+        if max(map(len, parts)) > MAX_DIGITS:
+            raise CLIError(f"--shape {clip(name)!r}: a value of {max(map(len, parts))} digits; "
+                           f"at most {MAX_DIGITS} digits")
+        if name in out:
+            raise CLIError(f"--shape gives {clip(name)!r} twice")
+        out[name] = int(parts[0]) if len(parts) == 1 else tuple(map(int, parts))
     if not out:
         raise CLIError("--shape is empty; expected NAME=INT[,NAME=INT...]")
     return out
@@ -131,16 +146,17 @@ def run(argv: list[str] | None = None) -> int:
     except click.Abort:
         click.echo("autotune: interrupted", err=True)
         return 130
-    except click.UsageError as e:
-        msg = e.format_message().splitlines()[0] if e.format_message() else "bad usage"
-        click.echo(f"autotune: error: {msg}", err=True)
-        return EXIT_USAGE
-    except click.ClickException as e:
-        click.echo(f"autotune: error: {e.format_message()}", err=True)
+    except click.ClickException as e:   # usage errors too: click's text may run to several lines
+        click.echo(f"autotune: error: {_first_line(e.format_message()) or type(e).__name__}", err=True)
         return e.exit_code
     except (ValueError, TypeError, ArgumentError, TuningDBError) as e:
-        click.echo(f"autotune: error: {str(e).splitlines()[0] if str(e) else type(e).__name__}", err=True)
+        click.echo(f"autotune: error: {_first_line(str(e)) or type(e).__name__}", err=True)
         return EXIT_USAGE
+
+
+def _first_line(text: str) -> str:
+    """The first non-blank line: the error is one line on stderr whatever the message holds."""
+    return next((line for line in text.splitlines() if line.strip()), "")
 
 
 def entry() -> None:

@@ -201,7 +201,7 @@ def import_(path: str, db: str | None) -> None:
 
 
 @db.command()
-@click.option("--top-k", default=10, show_default=True, type=click.IntRange(1))
+@click.option("--top-k", default=10, show_default=True, type=click.IntRange(1, 2**63 - 1))
 @_DB_OPTION
 def compact(top_k: int, db: str | None) -> None:
     """Keep the top-k records per workload (and every run's summary); delete the rest."""

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import signal
+import stat
 import time
 from pathlib import Path
 from typing import Any
@@ -14,7 +16,14 @@ from typing import Any
 import click
 import numpy as np
 
-from .cli import CLIError, emit_json, parse_shape
+from .cli import CLIError, clip, emit_json, parse_shape
+
+MAX_TRIALS = 2**31 - 1          # what the tuning database stores (and far past any real budget)
+MAX_SEED = 2**63 - 1            # SQLite's INTEGER is 64-bit
+MAX_PLAN_BYTES = 4 * 2**20
+TUNERS = ("xgb", "ga", "random", "grid")
+PLAN_KEYS = ("tasks", "trials")
+TASK_KEYS = ("op", "shape", "weight", "tuner", "target", "dtype")
 
 
 class _StopOnInterrupt:
@@ -101,42 +110,121 @@ def _tune_one(op: str, shape: str, dtype: str, target: str, trials: int, tuner: 
     click.echo(f"stored in   : {database.url} under {task.workload_key}")
 
 
-def _load_plan(path: str) -> dict:
+def _read_plan(path: str) -> str:
+    """The plan's text. Only a regular file of at most MAX_PLAN_BYTES: a FIFO would block the
+    read, a device might never end. Opened non-blocking and checked on the open file (no race)."""
     try:
-        plan = json.loads(Path(path).read_text())
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise CLIError(f"plan {path} is not a regular file")
+        with open(fd, "rb") as f:
+            data = f.read(MAX_PLAN_BYTES + 1)
     except OSError as e:
-        raise CLIError(f"cannot read plan {path}: {e.strerror}") from None
+        raise CLIError(f"cannot read plan {path}: {e.strerror or e}") from None
+    if len(data) > MAX_PLAN_BYTES:
+        raise CLIError(f"plan {path} is larger than {MAX_PLAN_BYTES // 2**20} MiB; a plan lists tasks, not data")
+    try:
+        return data.decode()
+    except UnicodeDecodeError as e:
+        raise CLIError(f"plan {path} is not UTF-8 text: {e.reason} at byte {e.start}") from None
+
+
+def _load_plan(path: str) -> dict:
+    """The plan, every field checked up front: a bad one is named before any tuning starts."""
+    text = _read_plan(path)
+    try:
+        plan = json.loads(text)
     except json.JSONDecodeError as e:
         raise CLIError(f"plan {path} is not valid JSON: {e.msg} at line {e.lineno}") from None
+    except RecursionError:
+        raise CLIError(f"plan {path} is nested too deeply to be a plan") from None
+    except ValueError as e:      # an integer of more than 4300 digits
+        raise CLIError(f"plan {path}: {e}") from None
     if not isinstance(plan, dict) or not isinstance(plan.get("tasks"), list) or not plan["tasks"]:
         raise CLIError(f'plan {path} needs {{"tasks": [{{"op": ..., "shape": {{...}}, "weight": N}}, ...]}}')
+    _check_keys(plan, PLAN_KEYS, f"plan {path}")
+    if "trials" in plan and not _int_in(plan["trials"], 1, MAX_TRIALS):
+        raise CLIError(f'plan {path}: "trials" must be an integer in [1, {MAX_TRIALS}], got {_show(plan["trials"])}')
+    for i, spec in enumerate(plan["tasks"]):
+        _check_task(spec, f"plan {path}: task {i}")
     return plan
 
 
-def _tune_plan(path: str, trials: int, tuner: str, db: str | None, seed: int | None, as_json: bool) -> None:
+def _plan_task(spec: dict, where: str) -> Any:
+    """The task of one checked plan entry; its errors name the entry."""
     import autotune
+
+    try:
+        return autotune.create_task(spec["op"], target=spec.get("target", "llvm"),
+                                    dtype=spec.get("dtype", "float32"), **spec["shape"])
+    except (ValueError, TypeError) as e:
+        raise CLIError(f"{where}: {e}") from None
+
+
+def _check_task(spec: Any, where: str) -> None:
+    if not isinstance(spec, dict):
+        raise CLIError(f'{where} must be an object {{"op": ..., "shape": {{...}}}}, got {_show(spec)}')
+    _check_keys(spec, TASK_KEYS, where)
+    if not isinstance(spec.get("op"), str):
+        raise CLIError(f'{where}: "op" must be an op name (a string), got {_show(spec.get("op"))}')
+    if not isinstance(spec.get("shape"), dict):
+        raise CLIError(f'{where}: "shape" must be an object like {{"M": 64}}, got {_show(spec.get("shape"))}')
+    for key in ("target", "dtype"):
+        if key in spec and not isinstance(spec[key], str):
+            raise CLIError(f'{where}: "{key}" must be a string, got {_show(spec[key])}')
+    if "tuner" in spec and spec["tuner"] not in TUNERS:
+        raise CLIError(f'{where}: "tuner" must be one of {list(TUNERS)}, got {_show(spec["tuner"])}')
+    if "weight" in spec and not _positive_finite(spec["weight"]):
+        raise CLIError(f'{where}: "weight" must be a positive finite number, got {_show(spec["weight"])}')
+
+
+def _check_keys(obj: dict, known: tuple[str, ...], where: str) -> None:
+    unknown = [k for k in obj if k not in known]
+    if unknown:
+        raise CLIError(f"{where}: unknown key {_show(unknown[0])}; expected some of {list(known)}")
+
+
+def _int_in(x: Any, lo: int, hi: int) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and lo <= x <= hi
+
+
+def _positive_finite(x: Any) -> bool:
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return False
+    try:
+        return math.isfinite(x) and x > 0
+    except OverflowError:        # an int past the range of a float
+        return False
+
+
+def _show(value: Any) -> str:
+    """A JSON value as the plan wrote it, clipped to fit a one-line message."""
+    return clip(json.dumps(value))
+
+
+def _tune_plan(path: str, trials: int, tuner: str, db: str | None, seed: int | None, as_json: bool) -> None:
     from .measure import MeasureOptions, Measurer
     from .search.scheduler import TaskState, schedule_tasks
     from .search.tune import _as_result, _record, make_tuner
     from tuning_db import TuningDB
 
     plan = _load_plan(path)
-    trials = int(plan.get("trials", trials))
+    trials = plan.get("trials", trials)
+    # every task is made (and so checked) before the database is opened or any run started
+    tasks = [_plan_task(spec, f"plan {path}: task {i}") for i, spec in enumerate(plan["tasks"])]
     database = TuningDB(db)
     states, runs = [], {}
-    for i, spec in enumerate(plan["tasks"]):
-        if not isinstance(spec, dict) or "op" not in spec or not isinstance(spec.get("shape"), dict):
-            raise CLIError(f"plan {path}: task {i} needs 'op' and a 'shape' object")
-        task = autotune.create_task(spec["op"], target=spec.get("target", "llvm"), dtype=spec.get("dtype", "float32"),
-                                    **spec["shape"])
-        st = TaskState(task, float(spec.get("weight", 1)), make_tuner(spec.get("tuner", tuner), task, seed))
+    for task, spec in zip(tasks, plan["tasks"]):
+        task_tuner = spec.get("tuner", tuner)
+        st = TaskState(task, float(spec.get("weight", 1)), make_tuner(task_tuner, task, seed))
         prev = database.records(task.workload_key, task.target)
         st.tuner.load_history([r.config_index for r in prev], [_as_result(r) for r in prev])
         best = database.best(task.workload_key, task.target)
         if best is not None:
             st.best, st.best_config = best.cost, best.config
         runs[id(st)] = database.start_run(task.workload_key, task.name, task.params, task.dtype, task.target,
-                                          tuner, trials, seed)
+                                          task_tuner, trials, seed)
         states.append(st)
 
     def record(st: TaskState, pairs: list) -> None:
@@ -180,11 +268,12 @@ def _tune_plan(path: str, trials: int, tuner: str, db: str | None, seed: int | N
 @click.option("--dtype", default="float32", show_default=True)
 @click.option("--target", default="llvm", show_default=True,
               help="llvm (this CPU), cuda (this machine's GPU) or 'cuda -arch=sm_90' (compile for an arch).")
-@click.option("--trials", default=64, show_default=True, type=click.IntRange(1))
-@click.option("--tuner", default="xgb", show_default=True, type=click.Choice(["xgb", "ga", "random", "grid"]))
+@click.option("--trials", default=64, show_default=True, type=click.IntRange(1, MAX_TRIALS))
+@click.option("--tuner", default="xgb", show_default=True, type=click.Choice(TUNERS))
 @click.option("--db", default=None, help="Tuning database (path or SQLAlchemy URL); default $AUTOTUNE_DB or ./tuning.db")
-@click.option("--early-stopping", type=click.IntRange(1), default=None, help="Stop after N trials without improvement.")
-@click.option("--seed", type=int, default=None)
+@click.option("--early-stopping", type=click.IntRange(1, MAX_TRIALS), default=None,
+              help="Stop after N trials without improvement.")
+@click.option("--seed", type=click.IntRange(0, MAX_SEED), default=None)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable summary.")
 def tune(op: str | None, shape: str | None, plan: str | None, dtype: str, target: str, trials: int, tuner: str,
          db: str | None, early_stopping: int | None, seed: int | None, as_json: bool) -> None:

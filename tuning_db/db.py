@@ -22,7 +22,7 @@ from sqlalchemy import and_, case, delete, func, insert, inspect, select, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from .boundary import warn_skipped
+from .boundary import is_int, warn_skipped
 from .engine import (WRITE_OPTION, check_file, in_memory, install_sqlite_hooks, locate,
                      sqlite_file_engine, url_engine)
 from .jsonl import export_records, import_lines, read_jsonl
@@ -366,8 +366,8 @@ class TuningDB:
 
         Returns the number of records deleted. The SQLite file is then VACUUMed to give the space back.
         """
-        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
-            raise ValueError(f"compact: top_k must be an integer >= 1, got {top_k!r}")
+        if not is_int(top_k) or top_k < 1:
+            raise ValueError(f"compact: top_k must be an integer in [1, 2**63 - 1], got {top_k!r}")
         ranked = _best_ok_ranked()
         keep = select(ranked.c.id).where(ranked.c.rank <= top_k)
         with self._writing() as session:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -51,16 +52,24 @@ def _read_magic(path: Path) -> bytes:
 
 
 def check_file(path: Path, readonly: bool) -> None:
-    """Refuse what cannot be a tuning database before SQLite sees (and would rewrite) it."""
-    if path.is_dir():
-        raise TuningDBError(f"{path} is a directory, not a tuning database file")
-    if not path.exists():
+    """Refuse what cannot be a tuning database before SQLite sees (and would rewrite) it; a FIFO
+    or device is refused from its stat, since reading its first bytes could block forever."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
         if readonly:
-            raise TuningDBError(f"tuning database {path} does not exist")
+            raise TuningDBError(f"tuning database {path} does not exist") from None
         parent = path.parent if str(path.parent) else Path(".")
         if not parent.is_dir():
-            raise TuningDBError(f"cannot create tuning database {path}: directory {parent} does not exist")
+            raise TuningDBError(f"cannot create tuning database {path}: directory {parent} "
+                                "does not exist") from None
         return
+    except OSError as e:
+        raise TuningDBError(f"cannot open tuning database {path}: {e.strerror or e}") from None
+    if stat.S_ISDIR(mode):
+        raise TuningDBError(f"{path} is a directory, not a tuning database file")
+    if not stat.S_ISREG(mode):
+        raise TuningDBError(f"{path} is not a regular file (a tuning database is an SQLite file)")
     head = _read_magic(path)
     for _ in range(_EMPTY_POLLS):   # another process may have just created it: its header follows in ms
         if head:
@@ -115,13 +124,42 @@ def _enable_wal(cursor: sqlite3.Cursor) -> None:
 
 def sqlite_file_engine(path: Path, readonly: bool) -> Engine:
     # A SQLite URI (not a SQLAlchemy URL) so that mode=ro can neither create nor write the file.
-    uri = f"file:{quote(str(path.resolve()))}?mode={'ro' if readonly else 'rwc'}"
+    base = f"file:{quote(str(path.resolve()))}"
+    uri = _readonly_uri(path, base) if readonly else f"{base}?mode=rwc"
 
     def connect() -> sqlite3.Connection:
         return sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, check_same_thread=False, isolation_level=None)
 
     return create_engine(URL.create("sqlite", database=str(path)), creator=connect, poolclass=QueuePool,
                          json_deserializer=tolerant_loads)
+
+
+# What SQLite says when a reader of a WAL file cannot make the -shm (or -wal) file it needs next to it.
+_NO_SHM = ("attempt to write a readonly database", "unable to open database file")
+
+
+def _readonly_uri(path: Path, base: str) -> str:
+    """mode=ro, which keeps SQLite's locking; but a WAL file in a directory we cannot write (or on a
+    read-only file system) cannot be read so, since SQLite cannot create its -shm. Then, if its
+    -wal holds nothing, open it immutable (no locks, no -shm: the file alone is the database);
+    if the -wal holds commits, reading the file alone would miss them: say so instead."""
+    uri = f"{base}?mode=ro"
+    try:
+        probe = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S)
+        try:
+            probe.execute("PRAGMA schema_version").fetchone()
+        finally:
+            probe.close()
+        return uri
+    except sqlite3.Error as e:
+        if str(e) not in _NO_SHM:
+            return uri                  # not this problem: opening it reports it as usual
+    wal = path.with_name(path.name + "-wal")
+    if wal.exists() and wal.stat().st_size > 0:
+        raise TuningDBError(f"cannot read tuning database {path}: its -wal file holds commits and SQLite cannot "
+                            f"create the -shm file needed to read them (is {path.parent} read-only?); open it once "
+                            "with write access to that directory")
+    return f"{base}?mode=ro&immutable=1"
 
 
 def url_engine(url: URL) -> Engine:

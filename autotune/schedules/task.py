@@ -5,16 +5,19 @@ collect mode once per task to build the config space, then in apply mode for eac
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import math
+import os
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
 
 from ..dtype import dtype_info, is_float
-from ..errors import InstantiationError
+from ..errors import ArgumentError, BuildError, InstantiationError, ScheduleError
 from ..te.expr import Binary, Call, Reduce
 from ..te.tensor import ComputeOp, ExternOp, PlaceholderOp, Tensor
 from ..te.traversal import walk
@@ -22,6 +25,8 @@ from .schedule import Schedule
 from .space import INSTANTIATION_ERRORS, ConfigEntity, ConfigSpace
 
 TARGETS = ("llvm", "cuda")
+MAX_PARAM = 2 ** 1023     # larger ints overflow float (flop counts), and past 4300 digits even str()
+AUTOTUNE_ERRORS = (ScheduleError, InstantiationError, BuildError, ArgumentError)   # already name their object
 
 
 @dataclass(frozen=True)
@@ -35,6 +40,13 @@ class Template:
     target: str
     shape_params: tuple[str, ...] = field(default=())
     defaults: dict[str, Any] = field(default_factory=dict)     # shape parameters that may be left out
+    param_kinds: dict[str, str] = field(default_factory=dict)  # "int", or "int_or_tuple" (annotated Any/tuple/none)
+
+
+def _param_kind(annotation: Any) -> str:
+    """What a parameter annotated `annotation` accepts (annotations are strings under
+    `from __future__ import annotations`): int only, or an int or a tuple of ints."""
+    return "int" if annotation in ("int", int) else "int_or_tuple"
 
 
 TEMPLATES: dict[tuple[str, str], Template] = {}
@@ -49,8 +61,9 @@ def template(name: str, reference: Callable[..., Any], target: str = "llvm",
         shape = tuple(p.name for p in params if p.name != "dtype")
         defaults = {p.name: p.default for p in params
                     if p.name != "dtype" and p.default is not inspect.Parameter.empty}
+        kinds = {p.name: _param_kind(p.annotation) for p in params if p.name != "dtype"}
         doc = description or next(iter((func.__doc__ or name).strip().splitlines()), name)
-        TEMPLATES[(name, target)] = Template(name, func, reference, doc, target, shape, defaults)
+        TEMPLATES[(name, target)] = Template(name, func, reference, doc, target, shape, defaults, kinds)
         return func
 
     return deco
@@ -101,18 +114,65 @@ def workload_key(op: str, params: dict[str, Any], dtype: str) -> str:
     return f"{op}({inner}){dtype}"
 
 
+def target_kind(target: str) -> str:
+    """"llvm" or "cuda" of a target string, refusing any option this machine cannot honour:
+    llvm code is JIT-compiled for the host CPU only, so llvm takes just -mcpu=<this CPU>."""
+    words = str(target).split()
+    if not words or words[0] not in TARGETS:
+        raise ValueError(f"unknown target {target!r}; expected one of {TARGETS}")
+    if words[0] == "cuda":
+        from ..codegen.cuda_device import parse_target
+
+        parse_target(target)                # refuses unknown options and a malformed -arch
+        return "cuda"
+    from ..codegen.jit import host
+
+    cpu = host().cpu
+    for w in words[1:]:
+        m = re.fullmatch(r"-mcpu=(\S*)", w)
+        if m is None:
+            raise ValueError(f"target {target!r}: unknown option {w!r}; llvm takes only -mcpu={cpu} (this CPU)")
+        if m.group(1) != cpu:
+            raise ValueError(f"target {target!r}: {w} is not this machine's CPU ({cpu}); "
+                             "autotune compiles for the host CPU only")
+    return "llvm"
+
+
 def canonical_target(target: str) -> str:
     """The target key records are stored under: configs tuned on one machine are not reused on another."""
-    kind = str(target).split()[0] if target else ""
-    if kind not in TARGETS:
-        raise ValueError(f"unknown target {target!r}; expected one of {TARGETS}")
-    if kind == "llvm":
+    if target_kind(target) == "llvm":
         from ..codegen import target_key
 
         return target_key()
     from ..codegen.cuda_device import cuda_target_key
 
     return cuda_target_key(target)
+
+
+@functools.cache
+def physical_memory() -> int | None:
+    """Bytes of RAM, or None where the OS does not say."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def check_memory(workload: str, arg_specs: list[tuple[tuple[int, ...], str]]) -> None:
+    """ValueError when a task's buffers alone exceed the machine's memory: every measurement
+    would fail allocating them (and the ones that don't would swap)."""
+    need = sum(math.prod(shape) * dtype_info(dtype).bytes for shape, dtype in arg_specs)
+    have = physical_memory()
+    if have is not None and need > have:
+        raise ValueError(f"{workload}: its buffers need {_gib(need)}, more than this machine's "
+                         f"{have / 2**30:.1f} GiB of memory")
+
+
+def _gib(nbytes: int) -> str:
+    """`nbytes` in GiB, also past the range of a float (a product of huge sizes)."""
+    if nbytes.bit_length() < 1000:
+        return f"{nbytes / 2**30:.3g} GiB"
+    return f"about 10**{int(math.log10(nbytes >> 30))} GiB"
 
 
 class Task:
@@ -127,10 +187,25 @@ class Task:
         self.target = target
         self.workload_key = workload_key(tmpl.name, params, dtype)
         self.config_space = ConfigSpace()
-        s, args = tmpl.func(self.config_space, **params, dtype=dtype)
+        args = self._collect()
         self.num_inputs = sum(isinstance(t.op, PlaceholderOp) for t in args)
         self.arg_specs = [(t.shape, t.dtype) for t in args]
+        check_memory(self.workload_key, self.arg_specs)   # before anything sizes by them (flop are floats)
         self.flop = count_flop([t for t in args if not isinstance(t.op, PlaceholderOp)])
+
+    def _collect(self) -> list[Tensor]:
+        """Run the template in collect mode. A plain failure in it (a zero size, a shape it
+        cannot take) is re-raised naming the workload; autotune's own errors already name theirs."""
+        try:
+            return self.template.func(self.config_space, **self.params, dtype=self.dtype)[1]
+        except AUTOTUNE_ERRORS:
+            raise
+        except TypeError as e:
+            raise TypeError(f"{self.workload_key}: {e}") from e
+        except ValueError as e:
+            raise ValueError(f"{self.workload_key}: {e}") from e
+        except Exception as e:  # noqa: BLE001  (any bug in a template must not become a traceback)
+            raise ValueError(f"{self.workload_key}: the template failed with {type(e).__name__}: {e}") from e
 
     def config(self, config: ConfigEntity | int | dict) -> ConfigEntity:
         if isinstance(config, ConfigEntity):
@@ -196,9 +271,7 @@ def create_task(op: str, target: str = "llvm", dtype: str = "float32", **params:
     """A task for op `op` at the given shape parameters (those the template gives a default may be
     left out: the task, and so its workload key, holds every one); errors name the bad parameter."""
     _load_templates(op)
-    kind = str(target).split()[0] if target else ""
-    if kind not in TARGETS:
-        raise ValueError(f"unknown target {target!r}; expected one of {TARGETS}")
+    kind = target_kind(target)
     tmpl = TEMPLATES.get((op, kind))
     if tmpl is None:
         _load_templates()           # the error lists every op
@@ -212,15 +285,36 @@ def create_task(op: str, target: str = "llvm", dtype: str = "float32", **params:
     missing = [p for p in tmpl.shape_params if p not in params]
     if missing:
         raise ValueError(f"{op}: missing parameter(s) {missing}; expected {list(tmpl.shape_params)}")
-    ordered = {p: params[p] for p in tmpl.shape_params}
-    for k, v in ordered.items():
-        if isinstance(v, list):
-            v = ordered[k] = tuple(v)
-        ok = isinstance(v, int) or (isinstance(v, tuple) and all(isinstance(x, int) and not isinstance(x, bool)
-                                                                 for x in v))
-        if not ok:
-            raise TypeError(f"{op}: parameter {k} must be an int (or a tuple of ints), got {v!r}")
+    ordered = {p: _check_param(op, p, params[p], tmpl.param_kinds.get(p, "int_or_tuple")) for p in tmpl.shape_params}
     return Task(tmpl, ordered, dtype, canonical_target(target))
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _check_param(op: str, name: str, value: Any, kind: str) -> int | tuple[int, ...]:
+    """`value` as the template takes it (a list becomes a tuple). ValueError for an int too large
+    to be any size or float (past 2**1023; past 4300 digits it could not even be printed);
+    TypeError for a value of the wrong kind (a bool is not an int)."""
+    if isinstance(value, list):
+        value = tuple(value)
+    items = value if isinstance(value, tuple) else (value,)
+    largest = max((abs(v) for v in items if _is_int(v)), default=0)
+    if largest >= MAX_PARAM:
+        raise ValueError(f"{op}: parameter {name} must be below 2**1023 in magnitude, "
+                         f"got an int of {largest.bit_length()} bits")
+    if kind == "int" and not _is_int(value):
+        raise TypeError(f"{op}: parameter {name} must be an int, got {_shown(value)}")
+    if not all(map(_is_int, items)):
+        raise TypeError(f"{op}: parameter {name} must be an int (or a tuple of ints), got {_shown(value)}")
+    return value
+
+
+def _shown(value: Any) -> str:
+    """A bad parameter for a one-line message: its type and its repr, clipped."""
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 60 else text[:60] + '...'}"
 
 
 def task_from_json(d: dict[str, Any]) -> Task:

@@ -43,15 +43,18 @@ class TaskState:
 
 def schedule_tasks(states: list[TaskState], measure: Callable[[Task, list[int]], list[MeasureResult]],
                    trials: int, batch_size: int, record: Callable[[TaskState, list[tuple[int, MeasureResult]]], None],
-                   callbacks: Sequence[Callable[[TaskState, Progress], Any]] = ()) -> list[TaskState]:
-    """Run batches until `trials` measurements are spent (or every space is exhausted)."""
+                   callbacks: Sequence[Callable[[TaskState, Progress], Any]] = (),
+                   claim: Callable[[TaskState, list[int]], list[int]] | None = None) -> list[TaskState]:
+    """Run batches until `trials` measurements are spent (or every space is exhausted).
+    `claim`, as in tune_loop, keeps the configs no other tuner sharing the database has taken."""
     spent = 0
 
     def run_batch(st: TaskState) -> None:
         nonlocal spent
         n = min(batch_size, trials - spent)
         res = tune_loop(st.task, st.tuner, measure, n, n, record=lambda pairs: record(st, pairs),
-                        callbacks=[lambda p: [cb(st, p) for cb in callbacks]], best_seconds=st.best)
+                        callbacks=[lambda p: [cb(st, p) for cb in callbacks]], best_seconds=st.best,
+                        claim=None if claim is None else lambda batch: claim(st, batch))
         spent += max(res.trials, 1)
         st.trials += res.trials
         st.errors += res.errors
