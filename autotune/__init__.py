@@ -1,38 +1,44 @@
 """autotune: a schedule-search autotuner for tensor programs, in the style of Apache TVM.
 
-Public API: te, lower, build, template, create_task, create_task_from_te, tune, load, ops,
-__version__.
-"""
-from typing import Any
+Public API: te, lower, build, template, create_task, create_task_from_te, tune, tune_tasks, load,
+ops, __version__.
 
-from . import te
-from .build import build
+Names beyond build and lower load on first use: measurement workers (which import
+`autotune.measure.worker`) never load the template, search or runtime machinery.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from .build import build   # also the name of its module: bound here, so `autotune.build` is the function
 from .ir.lower import lower
-from .schedules.from_te import create_task_from_te
-from .schedules.task import create_task, template
+
+if TYPE_CHECKING:
+    from . import ops, te
+    from .runtime import load
+    from .schedules.from_te import create_task_from_te
+    from .schedules.task import create_task, template
+    from .search.tune import tune, tune_tasks
 
 __version__ = "0.1.0"
-__all__ = ["te", "lower", "build", "template", "create_task", "create_task_from_te", "tune", "load", "ops", "__version__"]
+__all__ = ["te", "lower", "build", "template", "create_task", "create_task_from_te", "tune", "tune_tasks", "load",
+           "ops", "__version__"]
 
-
-def tune(*args: Any, **kwargs: Any) -> Any:
-    """Tune a task: search its config space, measure on this machine, keep every result in the
-    database (see `autotune.search.tune.tune`; imported on first use to keep `import autotune` light)."""
-    from .search.tune import tune as _tune
-
-    return _tune(*args, **kwargs)
-
-
-def load(*args: Any, **kwargs: Any) -> Any:
-    """The best known kernel for an op at a shape (see `autotune.runtime.load`)."""
-    from .runtime import load as _load
-
-    return _load(*args, **kwargs)
+_WHERE = {"te": (".te", None), "ops": (".ops", None),
+          "create_task_from_te": (".schedules.from_te", "create_task_from_te"),
+          "create_task": (".schedules.task", "create_task"), "template": (".schedules.task", "template"),
+          "tune": (".search.tune", "tune"), "tune_tasks": (".search.tune", "tune_tasks"),
+          "load": (".runtime", "load")}
 
 
 def __getattr__(name: str) -> Any:
-    if name == "ops":
-        import importlib
+    if name not in _WHERE:
+        raise AttributeError(f"module 'autotune' has no attribute {name!r}")
+    module, attr = _WHERE[name]
+    value = importlib.import_module(module, __name__)
+    return value if attr is None else getattr(value, attr)
 
-        return importlib.import_module(".ops", __name__)
-    raise AttributeError(f"module 'autotune' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

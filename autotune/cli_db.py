@@ -82,8 +82,6 @@ def workloads(op: str | None, db: str | None, as_json: bool) -> None:
 
 
 def _show(database: Any, workload_key: str, source: str | None, as_json: bool) -> None:
-    import autotune
-
     summary = next((w for w in database.workloads() if w.key == workload_key), None)
     if summary is None:
         raise CLIError(f"no workload {workload_key!r} in the database; see `autotune db workloads`")
@@ -93,13 +91,14 @@ def _show(database: Any, workload_key: str, source: str | None, as_json: bool) -
     task = _task_of(summary)
     if task is None:
         raise CLIError(f"workload {workload_key} is not a shape this version's {summary.op} template accepts")
-    s, args = task.instantiate(best.config)
-    func = autotune.lower(s, args, name=task.name)
+    func = task.lower(best.config)
     out = {"workload": workload_key, "target": summary.target_key, "config": best.config,
            "costs_ms": [c * 1e3 for c in best.costs], "best_ms": best.cost * 1e3,
            "gflops": task.flop / best.cost / 1e9, "trials": summary.trials, "ir": str(func)}
     if source:
-        out["source"] = autotune.build(s, args, name=task.name).get_source(source)
+        from .codegen import build_module
+
+        out["source"] = build_module(func).get_source(source)
     if as_json:
         return emit_json(out)
     click.echo(f"workload : {workload_key}\ntarget   : {summary.target_key}")

@@ -204,9 +204,7 @@ def _show(value: Any) -> str:
 
 
 def _tune_plan(path: str, trials: int, tuner: str, db: str | None, seed: int | None, as_json: bool) -> None:
-    from .measure import MeasureOptions, Measurer
-    from .search.scheduler import TaskState, schedule_tasks
-    from .search.tune import _as_result, _record, make_tuner
+    import autotune
     from tuning_db import TuningDB
 
     plan = _load_plan(path)
@@ -214,40 +212,23 @@ def _tune_plan(path: str, trials: int, tuner: str, db: str | None, seed: int | N
     # every task is made (and so checked) before the database is opened or any run started
     tasks = [_plan_task(spec, f"plan {path}: task {i}") for i, spec in enumerate(plan["tasks"])]
     database = TuningDB(db)
-    states, runs = [], {}
-    for task, spec in zip(tasks, plan["tasks"]):
-        task_tuner = spec.get("tuner", tuner)
-        st = TaskState(task, float(spec.get("weight", 1)), make_tuner(task_tuner, task, seed))
-        prev = database.records(task.workload_key, task.target)
-        st.tuner.load_history([r.config_index for r in prev], [_as_result(r) for r in prev])
-        best = database.best(task.workload_key, task.target)
-        if best is not None:
-            st.best, st.best_config = best.cost, best.config
-        runs[id(st)] = database.start_run(task.workload_key, task.name, task.params, task.dtype, task.target,
-                                          task_tuner, trials, seed)
-        states.append(st)
-
-    def record(st: TaskState, pairs: list) -> None:
-        database.add_records(runs[id(st)], [_record(st.task, runs[id(st)], i, r) for i, r in pairs])
-
-    with Measurer(MeasureOptions()) as meas, _StopOnInterrupt() as stop, \
-            _progress_bar(trials, f"tune plan {Path(path).name}") as bar:
+    with _StopOnInterrupt() as stop, _progress_bar(trials, f"tune plan {Path(path).name}") as bar:
         bar_task = bar.add_task("plan", total=trials, best=0.0, errors=0)
-        done = [0]
+        progress: dict[str, Any] = {}
 
-        def show(st: TaskState, p: Any) -> None:
-            done[0] += len(p.batch)
-            bar.update(bar_task, completed=done[0], best=p.best_gflops, errors=sum(s.errors for s in states))
+        def show(p: Any) -> None:
+            progress[p.task.workload_key] = p
+            bar.update(bar_task, completed=sum(q.trials_done for q in progress.values()), best=p.best_gflops,
+                       errors=sum(q.errors for q in progress.values()))
             stop.check()
 
-        try:
-            schedule_tasks(states, meas.measure, trials, 16, record, callbacks=[show])
-        finally:
-            for st in states:
-                database.finish_run(runs[id(st)], st.trials, "interrupted" if stop.requested else "finished")
-    rows = [{"workload": st.task.workload_key, "weight": st.weight, "trials": st.trials, "errors": st.errors,
-             "best_ms": st.best * 1e3 if math.isfinite(st.best) else None,
-             "best_gflops": st.task.flop / st.best / 1e9 if math.isfinite(st.best) else None} for st in states]
+        results = autotune.tune_tasks(tasks, [float(spec.get("weight", 1)) for spec in plan["tasks"]], trials,
+                                      [spec.get("tuner", tuner) for spec in plan["tasks"]], db=database, seed=seed,
+                                      callbacks=[show])
+    rows = [{"workload": r.workload_key, "weight": float(spec.get("weight", 1)), "trials": r.trials,
+             "errors": r.errors, "best_ms": r.best_seconds * 1e3 if math.isfinite(r.best_seconds) else None,
+             "best_gflops": r.best_gflops if math.isfinite(r.best_seconds) else None}
+            for r, spec in zip(results, plan["tasks"])]
     if as_json:
         return emit_json(rows)
     from rich.console import Console

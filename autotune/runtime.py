@@ -19,7 +19,6 @@ import numpy as np
 
 from .codegen import compile_for, load_compiled
 from .errors import InstantiationError
-from .ir.lower import lower
 from .kernel_cache import DiskCache, MemoryCache, entry_key
 from .schedules.task import Task, create_task
 
@@ -163,8 +162,7 @@ def _compile(task: Task, index: int, disk: DiskCache) -> Any:
             return load_compiled(*hit)
         except Exception:  # noqa: BLE001  (a stale or unloadable entry is rebuilt, never trusted)
             pass
-    s, args = task.instantiate(index)
-    signature, obj = compile_for(lower(s, args, name=task.name), task.target)
+    signature, obj = compile_for(task.lower(index), task.target)
     disk.put(key, signature, obj)
     return load_compiled(signature, obj)
 

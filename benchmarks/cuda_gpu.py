@@ -27,16 +27,9 @@ import numpy as np
 import autotune
 from fused_chain import relu_mul_add, relu_mul_add_reference
 
-# measurement workers re-run this file as "__mp_main__": the size flag travels in the environment
-if "--quick" in sys.argv:
-    os.environ["AUTOTUNE_CUDA_BENCH_QUICK"] = "1"
-QUICK = os.environ.get("AUTOTUNE_CUDA_BENCH_QUICK") == "1"
+QUICK = "--quick" in sys.argv
 CHAIN_N = 1 << (16 if QUICK else 26)
 CHAIN_OP = "bench_cuda.relu_mul_add"
-
-_chain, _chain_inputs = relu_mul_add(CHAIN_N)
-CHAIN_TASK = autotune.create_task_from_te(_chain, _chain_inputs, name=CHAIN_OP, target="cuda",
-                                          reference=relu_mul_add_reference)
 
 
 def gpu_seconds(torch: Any, fn: Callable[[], Any], repeat: int) -> float:
@@ -89,8 +82,11 @@ def bench_matmul(torch: Any, args: argparse.Namespace) -> None:
 
 
 def bench_chain(torch: Any, args: argparse.Namespace) -> None:
-    tuned(CHAIN_TASK, args)
-    k = autotune.load(CHAIN_OP, target="cuda", db=args.db, fingerprint=CHAIN_TASK.params["fingerprint"])
+    chain, chain_inputs = relu_mul_add(CHAIN_N)
+    task = autotune.create_task_from_te(chain, chain_inputs, name=CHAIN_OP, target="cuda",
+                                        reference=relu_mul_add_reference)
+    tuned(task, args)
+    k = autotune.load(CHAIN_OP, target="cuda", db=args.db, fingerprint=task.params["fingerprint"])
     x, w, b = (torch.randn(CHAIN_N, device="cuda") for _ in range(3))
     y = torch.empty(CHAIN_N, device="cuda")
     run = launch(k, x, w, b, y)

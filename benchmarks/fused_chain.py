@@ -1,6 +1,5 @@
 """relu(x * w + b) written as three te computes: the fused-chain workload of the CPU and GPU op
-benchmarks. Each script passes it to `create_task_from_te` at its own module level (the module
-that calls it is the one measurement workers re-import)."""
+benchmarks, which pass it to `create_task_from_te`."""
 from __future__ import annotations
 
 import numpy as np

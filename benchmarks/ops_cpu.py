@@ -31,19 +31,9 @@ import autotune
 from fused_chain import relu_mul_add, relu_mul_add_reference
 from timing import seconds
 
-# Measurement workers re-run this script as "__mp_main__" with other argv: the size flag travels
-# in the environment, so the fused chain below is the same computation there.
-if "--quick" in sys.argv:
-    os.environ["AUTOTUNE_OPS_CPU_QUICK"] = "1"
-QUICK = os.environ.get("AUTOTUNE_OPS_CPU_QUICK") == "1"
+QUICK = "--quick" in sys.argv
 CHAIN_N = 1 << (12 if QUICK else 24)
 CHAIN_OP = "bench_ops_cpu.relu_mul_add"
-
-# relu(x * w + b) as three te computes, tuned as one fused kernel (defined at module level so the
-# workers that re-run this file register the same template).
-_chain, _chain_inputs = relu_mul_add(CHAIN_N)
-CHAIN_TASK = autotune.create_task_from_te(_chain, _chain_inputs, name=CHAIN_OP,
-                                          reference=relu_mul_add_reference)
 
 
 class Skip(Exception):
@@ -101,7 +91,9 @@ def fused_chain(args: argparse.Namespace) -> None:
     src, dst = rng.standard_normal(n, dtype=np.float32), np.empty(n, np.float32)
     t_copy = min(seconds(lambda: np.copyto(dst, src), args.repeat) for _ in range(3))
     copy_gbs = 2 * 4 * n / t_copy / 1e9
-    kernel = tuned(CHAIN_OP, dict(CHAIN_TASK.params), args)
+    chain, chain_inputs = relu_mul_add(n)     # three te computes, tuned as one fused kernel
+    task = autotune.create_task_from_te(chain, chain_inputs, name=CHAIN_OP, reference=relu_mul_add_reference)
+    kernel = tuned(CHAIN_OP, dict(task.params), args)
     t, t_np = compare("relu(x*w+b)", kernel, [x, w, b], lambda: np.maximum(x * w + b, 0), args)
     gbs, np_gbs = 4 * 4 * n / t / 1e9, 4 * 4 * n / t_np / 1e9
     print(f"np.copyto of {n} floats: {copy_gbs:.1f} GB/s (read + write)")

@@ -8,15 +8,27 @@ CPU with a timing. Failures are results (an ErrorKind and a message), never exce
 """
 from __future__ import annotations
 
-from typing import Any, Iterable
+import importlib
+from typing import TYPE_CHECKING, Any, Iterable
 
-from ..schedules.task import Task
-from .builder import LocalBuilder
-from .runner import LocalRunner
 from .types import BuildResult, ErrorKind, MeasureInput, MeasureOptions, MeasureResult
+
+if TYPE_CHECKING:
+    from ..schedules.task import Task
+    from .builder import LocalBuilder
+    from .runner import LocalRunner
 
 __all__ = ["BuildResult", "ErrorKind", "LocalBuilder", "LocalRunner", "MeasureInput", "MeasureOptions",
            "MeasureResult", "Measurer", "measure_batch"]
+# Worker processes import autotune.measure.worker, and with it this package: the parent-side
+# pools load on first use, so a worker never imports them (nor the task and template machinery).
+_LAZY = {"LocalBuilder": ".builder", "LocalRunner": ".runner"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def measure_batch(inputs: list[MeasureInput], builder: LocalBuilder, runner: LocalRunner) -> list[MeasureResult]:
@@ -30,6 +42,9 @@ class Measurer:
     workers. Workers left running at interpreter exit are killed then too."""
 
     def __init__(self, options: MeasureOptions | None = None) -> None:
+        from .builder import LocalBuilder
+        from .runner import LocalRunner
+
         self.options = options or MeasureOptions()
         self.builder = LocalBuilder(self.options)
         try:

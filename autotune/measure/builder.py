@@ -1,53 +1,39 @@
 """The builder: compiles candidates to object code in a pool of worker processes.
 
-`handle_build` is what a worker does with one request (instantiate -> lower -> object code);
-`LocalBuilder` keeps `build_workers` such workers busy, kills and replaces one that exceeds the
-build timeout or dies, and recycles each after `max_builds_per_worker` builds (llvmlite leaks a
-little memory per O3 run).
+The parent lowers each candidate (`Task.lower`, once per config) and sends the loop IR,
+serialized (`autotune.ir.serialize`), with the target's key; a worker only compiles it
+(LLVM O3, or nvcc). A config the template refuses, or IR that lowering refuses, is a result
+at once and never reaches a worker. `LocalBuilder` keeps `build_workers` workers busy, kills
+and replaces one that exceeds the build timeout or dies, and recycles each after
+`max_builds_per_worker` builds (llvmlite leaks a little memory per O3 run).
 """
 from __future__ import annotations
 
-import re
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from ..errors import InstantiationError
+from ..ir.serialize import dumps
+from .pool import STARTUP_TIMEOUT_S, WorkerDied, WorkerHandle, wait_readable
 from .types import BuildResult, ErrorKind, MeasureInput, MeasureOptions
-from .worker import STARTUP_TIMEOUT_S, WorkerDied, WorkerHandle, first_line, task_of, wait_readable
+from .wire import first_line
 
 
-# -- inside a build worker ----------------------------------------------------------------------
-def _reply(kind: ErrorKind, msg: str, t0: float, signature: dict | None = None) -> dict[str, Any]:
-    return {"error_kind": kind.value, "error_msg": msg, "signature": signature,
-            "build_seconds": time.perf_counter() - t0}
-
-
-def handle_build(req: dict[str, Any], _payload: bytes,
-                 _event: Callable[[dict[str, Any]], None]) -> tuple[dict[str, Any], bytes]:
-    """One candidate: `{"task": Task.to_json(), "config_index": i}` -> signature + object code."""
-    from ..codegen import compile_for
-    from ..ir.lower import lower
-
+def lowered_ir(inp: MeasureInput) -> tuple[bytes | None, BuildResult | None]:
+    """The candidate's serialized loop IR, or the BuildResult that says why there is none."""
     t0 = time.perf_counter()
-    index = int(req["config_index"])
+
+    def failed(kind: ErrorKind, msg: str) -> tuple[None, BuildResult]:
+        return None, BuildResult(inp.config_index, None, None, kind, msg, time.perf_counter() - t0)
+
     try:
-        task = task_of(req["task"])
-    except Exception as exc:      # a template module that no longer imports, a changed signature
-        return _reply(ErrorKind.BUILD_ERROR, f"cannot rebuild the task: {first_line(exc)}", t0), b""
-    try:
-        s, args = task.instantiate(index)
+        return dumps(inp.task.lower(inp.config_index)), None
     except InstantiationError as exc:
-        return _reply(ErrorKind.INSTANTIATION_ERROR, first_line(exc), t0), b""
-    except Exception as exc:      # a template bug: this config's failure, not the tuner's
-        return _reply(ErrorKind.BUILD_ERROR, f"template raised {first_line(exc)}", t0), b""
-    try:
-        name = re.sub(r"\W", "_", task.name) or "kernel"
-        signature, obj = compile_for(lower(s, args, name=name), task.target)
-    except Exception as exc:
-        return _reply(ErrorKind.BUILD_ERROR, first_line(exc), t0), b""
-    return _reply(ErrorKind.OK, "", t0, signature), obj
+        return failed(ErrorKind.INSTANTIATION_ERROR, first_line(exc))
+    except Exception as exc:      # lowering refused it, or a template bug: this config's failure
+        return failed(ErrorKind.BUILD_ERROR, first_line(exc))
 
 
 # -- the parent's side --------------------------------------------------------------------------
@@ -70,33 +56,33 @@ class LocalBuilder:
         if self._closed:
             raise RuntimeError("LocalBuilder.build: the builder is closed")
         results: list[BuildResult | None] = [None] * len(inputs)
-        todo = deque(range(len(inputs)))
         jobs: dict[int, _Job] = {}                 # worker slot -> its running job
-        task_json: dict[int, dict] = {}
         try:
-            self._loop(inputs, todo, jobs, results, task_json)
+            self._loop(inputs, deque(range(len(inputs))), jobs, results)
         except BaseException:         # Ctrl-C: busy workers would answer into the next batch
             for slot in list(jobs):
                 self._replace(slot)
             raise
         return [r for r in results if r is not None]
 
-    def _loop(self, inputs: list[MeasureInput], todo: deque[int], jobs: dict[int, _Job],
-              results: list[BuildResult | None], task_json: dict[int, dict]) -> None:
-        while todo or jobs:
-            for slot, w in enumerate(self._workers):
-                if todo and w.ready and slot not in jobs:
-                    self._start(slot, todo, inputs, jobs, task_json)
-            now = time.monotonic()
-            deadlines = [j.deadline for j in jobs.values()]
-            for w in self._workers:
-                if not w.ready:
-                    if now > w.started + STARTUP_TIMEOUT_S:
-                        raise RuntimeError(f"build worker {w.pid} did not start within {STARTUP_TIMEOUT_S:.0f} s")
-                    deadlines.append(w.started + STARTUP_TIMEOUT_S)
-            timeout = max(0.0, min(deadlines) - now) if deadlines else None
-            ready = wait_readable(self._workers, timeout)
-            for w in ready:
+    def _loop(self, inputs: list[MeasureInput], unlowered: deque[int], jobs: dict[int, _Job],
+              results: list[BuildResult | None]) -> None:
+        """Lower in the parent while the workers compile: one candidate per turn, then a look
+        at the workers without waiting; once all are lowered, wait for answers or deadlines."""
+        lowered: deque[tuple[int, bytes]] = deque()
+        while unlowered or lowered or jobs:
+            self._dispatch(inputs, lowered, jobs)
+            if unlowered:
+                position = unlowered.popleft()
+                ir, failure = lowered_ir(inputs[position])
+                if ir is None:
+                    results[position] = failure
+                else:
+                    lowered.append((position, ir))
+                timeout: float | None = 0.0
+            else:
+                timeout = self._next_deadline(jobs)
+            for w in wait_readable(self._workers, timeout):
                 self._receive(self._workers.index(w), jobs, results, inputs)
             now = time.monotonic()
             for slot, job in list(jobs.items()):
@@ -107,21 +93,31 @@ class LocalBuilder:
                         inputs[job.position], ErrorKind.TIMEOUT,
                         f"build took longer than {self.options.build_timeout_s:g} s (worker killed)", job)
 
-    def _start(self, slot: int, todo: deque[int], inputs: list[MeasureInput], jobs: dict[int, _Job],
-               task_json: dict[int, dict]) -> None:
-        position = todo.popleft()
-        inp = inputs[position]
-        key = id(inp.task)
-        if key not in task_json:
-            task_json[key] = inp.task.to_json()
-        try:
-            self._workers[slot].send({"op": "build", "task": task_json[key], "config_index": inp.config_index})
-        except WorkerDied:            # it died while idle: not this candidate's fault
-            self._replace(slot)
-            todo.appendleft(position)
-            return
+    def _next_deadline(self, jobs: dict[int, _Job]) -> float | None:
+        """Seconds until the next job's deadline or a starting worker's startup limit."""
         now = time.monotonic()
-        jobs[slot] = _Job(position, now + self.options.build_timeout_s, now)
+        deadlines = [j.deadline for j in jobs.values()]
+        for w in self._workers:
+            if not w.ready:
+                if now > w.started + STARTUP_TIMEOUT_S:
+                    raise RuntimeError(f"build worker {w.pid} did not start within {STARTUP_TIMEOUT_S:.0f} s")
+                deadlines.append(w.started + STARTUP_TIMEOUT_S)
+        return max(0.0, min(deadlines) - now) if deadlines else None
+
+    def _dispatch(self, inputs: list[MeasureInput], lowered: deque[tuple[int, bytes]], jobs: dict[int, _Job]) -> None:
+        """Hand lowered candidates to the idle, ready workers."""
+        for slot in range(len(self._workers)):
+            if not lowered or slot in jobs or not self._workers[slot].ready:
+                continue
+            position, ir = lowered.popleft()
+            try:
+                self._workers[slot].send({"op": "build", "target": inputs[position].task.target}, ir)
+            except WorkerDied:        # it died while idle: not this candidate's fault
+                self._replace(slot)
+                lowered.appendleft((position, ir))
+                continue
+            now = time.monotonic()
+            jobs[slot] = _Job(position, now + self.options.build_timeout_s, now)
 
     def _receive(self, slot: int, jobs: dict[int, _Job], results: list[BuildResult | None],
                  inputs: list[MeasureInput]) -> None:

@@ -12,9 +12,10 @@ import math
 import os
 import statistics
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..schedules.task import Task
+if TYPE_CHECKING:        # workers import this module; they never see a Task
+    from ..schedules.task import Task
 
 
 class ErrorKind(str, enum.Enum):

@@ -3,8 +3,6 @@ fingerprints it (so tuning records follow the computation, never a stale one) an
 template whose search space is the generic schedule (`autotune.schedules.generic`)."""
 from __future__ import annotations
 
-import sys
-import warnings
 import zlib
 from typing import Any, Callable, Sequence
 
@@ -50,12 +48,6 @@ def _check_graph(outs: list[Tensor], ins: list[Tensor], name: str) -> None:
         raise ValueError(f"{where}: an input is listed twice")
 
 
-def _caller_module(depth: int) -> tuple[str, bool]:
-    """(module name, whether the call is at module level) of the code `depth` frames up."""
-    frame = sys._getframe(depth + 1)
-    return frame.f_globals.get("__name__", "__main__"), frame.f_code.co_name == "<module>"
-
-
 def create_task_from_te(outputs: Tensor | Sequence[Tensor], inputs: Sequence[Tensor], name: str,
                         target: str = "llvm", reference: Callable[..., Any] | None = None,
                         description: str = "") -> Task:
@@ -70,21 +62,14 @@ def create_task_from_te(outputs: Tensor | Sequence[Tensor], inputs: Sequence[Ten
     work with it. `reference(*input_arrays)` gives the expected outputs; by default the te
     computation itself is evaluated with numpy.
 
-    Measurement runs in worker processes that re-import the module that called this function,
-    which must then register the same template again: define the te computation and call
-    `create_task_from_te` at module level of an importable module (in a script run as
-    `__main__`, outside the `if __name__ == "__main__":` block that tunes).
+    Call it from anywhere: a notebook, a function, code built at run time. Measurement workers
+    receive lowered IR and check data, never this computation, so nothing needs re-importing.
     """
     _load_templates()                 # the built-in ops, so a clash with their names is seen
     outs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
     ins = list(inputs)
     _check_graph(outs, ins, name)
     kind = str(target).split()[0] if target else ""
-    module, top_level = _caller_module(1)
-    if not top_level:
-        warnings.warn(f"create_task_from_te({name!r}) is called inside a function: measurement workers "
-                      f"re-import module {module!r} and will not find the template unless that import "
-                      "calls create_task_from_te again (call it at module level)", stacklevel=2)
     old = TEMPLATES.get((name, kind))
     if old is not None and not getattr(old.func, "from_te", False):
         raise ValueError(f"create_task_from_te: {name!r} is already the name of a registered op; choose another")
@@ -93,7 +78,7 @@ def create_task_from_te(outputs: Tensor | Sequence[Tensor], inputs: Sequence[Ten
     ref = reference if reference is not None else (lambda *arrays: evaluate_te(outs, ins, arrays))
     doc = description or f"generic schedule of a te computation ({', '.join(t.name for t in outs)})"
     template(name, reference=lambda *arrays, **_: ref(*arrays), target=kind,
-             description=doc)(_generic_template(outs, ins, name, module, fp, kind))
+             description=doc)(_generic_template(outs, ins, name, fp, kind))
     return create_task(name, target=target, dtype=outs[0].dtype, fingerprint=fp)
 
 
@@ -111,23 +96,20 @@ def _auto_schedule(kind: str) -> Callable[..., Any]:
     return schedule_auto
 
 
-def _generic_template(outs: list[Tensor], ins: list[Tensor], name: str, module: str, fp: int,
-                      kind: str) -> Callable:
-    """The template function of a te computation, owned by the module that defined it (workers
-    import that module to find it)."""
+def _generic_template(outs: list[Tensor], ins: list[Tensor], name: str, fp: int, kind: str) -> Callable:
+    """The template function of a te computation: its generic schedule, for this computation only."""
     auto = _auto_schedule(kind)
 
     def generic_template(cfg: Any, fingerprint: int, dtype: str = outs[0].dtype) -> tuple[Schedule, list[Tensor]]:
         if fingerprint != fp:
             raise ValueError(f"{name}: fingerprint {fingerprint} is not this computation's ({fp}); the te "
-                             f"definition in module {module!r} changed since the task was made")
+                             "definition changed since the task was made")
         if dtype != outs[0].dtype:
             raise ValueError(f"{name}: the te computation's output dtype is {outs[0].dtype}, not {dtype}")
         s = _new_schedule(outs)
         auto(cfg, s, outs)
         return s, [*ins, *outs]
 
-    generic_template.__module__ = module
     generic_template.__qualname__ = generic_template.__name__ = f"generic_template[{name}]"
     generic_template.from_te = True  # type: ignore[attr-defined]
     return generic_template

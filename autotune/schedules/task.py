@@ -6,11 +6,11 @@ collect mode once per task to build the config space, then in apply mode for eac
 from __future__ import annotations
 
 import functools
-import importlib
 import inspect
 import math
 import os
 import re
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -18,14 +18,17 @@ import numpy as np
 
 from ..dtype import dtype_info, is_float
 from ..errors import ArgumentError, BuildError, InstantiationError, ScheduleError
+from ..ir.lower import lower
+from ..ir.nodes import PrimFunc
 from ..te.expr import Binary, Call, Reduce
-from ..te.tensor import ComputeOp, ExternOp, PlaceholderOp, Tensor
+from ..te.tensor import ComputeOp, ExternOp, PlaceholderOp, Tensor, post_order
 from ..te.traversal import walk
 from .schedule import Schedule
 from .space import INSTANTIATION_ERRORS, ConfigEntity, ConfigSpace
 
 TARGETS = ("llvm", "cuda")
 MAX_PARAM = 2 ** 1023     # larger ints overflow float (flop counts), and past 4300 digits even str()
+MAX_LOWERED = 512         # lowered configs a task keeps (the xgb tuner ranks pools of 3x a batch)
 AUTOTUNE_ERRORS = (ScheduleError, InstantiationError, BuildError, ArgumentError)   # already name their object
 
 
@@ -101,6 +104,14 @@ def count_flop(outputs: list[Tensor]) -> float:
     for t in outputs:
         visit(t.op)
     return total
+
+
+def longest_reduction(args: list[Tensor]) -> int:
+    """The longest reduction of the computation (product of a stage's reduce extents, or what an
+    extern op declares): float outputs are checked with a tolerance that grows with it."""
+    ops = post_order(t.op for t in args)
+    return max([op.reduction if isinstance(op, ExternOp) else math.prod(iv.extent for iv in op.reduce_axis)
+                for op in ops if isinstance(op, (ComputeOp, ExternOp))], default=1)
 
 
 def param_text(value: Any) -> str:
@@ -192,6 +203,9 @@ class Task:
         self.arg_specs = [(t.shape, t.dtype) for t in args]
         check_memory(self.workload_key, self.arg_specs)   # before anything sizes by them (flop are floats)
         self.flop = count_flop([t for t in args if not isinstance(t.op, PlaceholderOp)])
+        self.reduction = longest_reduction(args)
+        self.kernel_name = re.sub(r"\W", "_", self.name) or "kernel"     # a C identifier (CUDA)
+        self._lowered: OrderedDict[int, PrimFunc | Exception] = OrderedDict()
 
     def _collect(self) -> list[Tensor]:
         """Run the template in collect mode. A plain failure in it (a zero size, a shape it
@@ -226,12 +240,36 @@ class Task:
         except INSTANTIATION_ERRORS as e:
             raise InstantiationError(f"config {entity.index} of {self.workload_key}: {e}") from e
 
+    def lower(self, config: ConfigEntity | int | dict) -> PrimFunc:
+        """The loop IR of one config. Each config is instantiated and lowered once and kept (a
+        few hundred, most recent first): the validity check, the cost model's features, the
+        builder and the runtime all read this one function. Raises InstantiationError for a
+        config illegal at this shape, and whatever lowering raised for one it cannot lower."""
+        index = self.config(config).index
+        hit = self._lowered.get(index)
+        if hit is None:
+            try:
+                hit = lower(*self.instantiate(index), name=self.kernel_name)
+            except Exception as e:   # noqa: BLE001  (kept: the same config fails the same way)
+                hit = e
+            self._lowered[index] = hit
+            if len(self._lowered) > MAX_LOWERED:
+                self._lowered.popitem(last=False)
+        self._lowered.move_to_end(index)
+        if isinstance(hit, Exception):
+            raise hit
+        return hit
+
     def is_valid(self, index: int) -> bool:
+        """Whether the template accepts this config at this shape. A config it accepts but
+        lowering refuses is valid: measuring it records the build error, so it is never retried."""
         try:
-            self.instantiate(index)
-            return True
+            self.lower(index)
         except InstantiationError:
             return False
+        except Exception:  # noqa: BLE001
+            return True
+        return True
 
     def make_inputs(self, rng: np.random.Generator) -> list[np.ndarray]:
         """Random inputs (never all zeros: those time unrealistically)."""
@@ -248,11 +286,6 @@ class Task:
         """The expected outputs, from numpy."""
         out = self.template.reference(*inputs, **self.params)
         return list(out) if isinstance(out, (tuple, list)) else [out]
-
-    def to_json(self) -> dict[str, Any]:
-        """What a worker process needs to rebuild this task (no pickled objects)."""
-        return {"op": self.name, "params": self.params, "dtype": self.dtype, "target": self.target_kind,
-                "module": self.template.func.__module__}
 
     def __repr__(self) -> str:
         return f"Task({self.workload_key}, target={self.target!r}, space={len(self.config_space)})"
@@ -315,12 +348,3 @@ def _shown(value: Any) -> str:
     """A bad parameter for a one-line message: its type and its repr, clipped."""
     text = repr(value)
     return f"{type(value).__name__} {text if len(text) <= 60 else text[:60] + '...'}"
-
-
-def task_from_json(d: dict[str, Any]) -> Task:
-    """The task of `Task.to_json()`, in any process: imports the template's module first, so
-    templates registered outside autotune.schedules.cpu are found (worker processes)."""
-    module = d.get("module")
-    if module and module != "__main__":
-        importlib.import_module(module)
-    return create_task(d["op"], target=d.get("target", "llvm"), dtype=d.get("dtype", "float32"), **d["params"])

@@ -29,6 +29,7 @@ class TaskState:
     trials: int = 0
     errors: int = 0
     curve: list[float] = field(default_factory=list)   # best seconds after each batch
+    history: list[tuple[int, MeasureResult]] = field(default_factory=list)
 
     def expected_gain(self, alpha: float = 0.2) -> float:
         """weight x expected decrease of the best time from one more batch."""
@@ -44,12 +45,13 @@ class TaskState:
 def schedule_tasks(states: list[TaskState], measure: Callable[[Task, list[int]], list[MeasureResult]],
                    trials: int, batch_size: int, record: Callable[[TaskState, list[tuple[int, MeasureResult]]], None],
                    callbacks: Sequence[Callable[[TaskState, Progress], Any]] = (),
-                   claim: Callable[[TaskState, list[int]], list[int]] | None = None) -> list[TaskState]:
-    """Run batches until `trials` measurements are spent (or every space is exhausted).
-    `claim`, as in tune_loop, keeps the configs no other tuner sharing the database has taken."""
+                   claim: Callable[[TaskState, list[int]], list[int]] | None = None) -> bool:
+    """Run batches until `trials` measurements are spent (or every space is exhausted, or a
+    callback raised StopTuning: then True is returned). `claim`, as in tune_loop, keeps the
+    configs no other tuner sharing the database has taken."""
     spent = 0
 
-    def run_batch(st: TaskState) -> None:
+    def run_batch(st: TaskState) -> bool:
         nonlocal spent
         n = min(batch_size, trials - spent)
         res = tune_loop(st.task, st.tuner, measure, n, n, record=lambda pairs: record(st, pairs),
@@ -58,16 +60,19 @@ def schedule_tasks(states: list[TaskState], measure: Callable[[Task, list[int]],
         spent += max(res.trials, 1)
         st.trials += res.trials
         st.errors += res.errors
+        st.history.extend(res.history)
         if res.best_seconds < st.best:
             st.best, st.best_config = res.best_seconds, res.best_config
         st.curve.append(st.best)
+        return res.interrupted
 
     for st in states:                                  # warm-up: one batch each
-        if spent < trials and st.tuner.has_next():
-            run_batch(st)
+        if spent < trials and st.tuner.has_next() and run_batch(st):
+            return True
     while spent < trials:
         open_states = [st for st in states if st.tuner.has_next()]
         if not open_states:
             break
-        run_batch(max(open_states, key=lambda st: st.expected_gain()))
-    return states
+        if run_batch(max(open_states, key=lambda st: st.expected_gain())):
+            return True
+    return False

@@ -17,7 +17,8 @@ from ..schedules.task import Task, create_task
 from .ga import GATuner
 from .grid import GridTuner
 from .random import RandomTuner
-from .tuner import Progress, TuneResult, Tuner, tune_loop
+from .scheduler import TaskState, schedule_tasks
+from .tuner import Progress, TuneResult, Tuner, gflops, tune_loop
 from .xgb import XGBTuner, config_features
 
 TUNERS: dict[str, type[Tuner]] = {"xgb": XGBTuner, "ga": GATuner, "random": RandomTuner, "grid": GridTuner}
@@ -87,24 +88,34 @@ def _transfer_rows(task: Task, db: Any, tuner: XGBTuner) -> None:
         tuner.add_transfer(np.stack(feats), np.asarray(thr), groups)
 
 
-def tune(task: Task, trials: int = 64, tuner: str = "xgb", db: Any = None, early_stopping: int | None = None,
-         seed: int | None = None, callbacks: Sequence[Callable[[Progress], Any]] = (),
-         measure_option: MeasureOptions | None = None, batch_size: int = 16, measurer: Any = None) -> TuneResult:
-    """Tune `task` for up to `trials` new measurements; every result lands in the database."""
+def _check_task(task: Any, measurer: Any) -> None:
     if not isinstance(task, Task):
         raise TypeError(f"tune expects a Task (autotune.create_task), got {type(task).__name__}")
-    check_tune_args(trials, batch_size, seed)
     if task.target_kind == "cuda" and measurer is None:
         from ..codegen.cuda_device import check_measurable
 
         check_measurable(task.target)
-    database = _open_db(db)
+
+
+def _resume(task: Task, tuner: str, database: Any, seed: int | None) -> tuple[Tuner, Any]:
+    """A tuner warm-started with the task's records (never re-measured) and, for xgb, other
+    shapes' records; and the best record so far (or None)."""
     strategy = make_tuner(tuner, task, seed)
     previous = database.records(task.workload_key, task.target)
     strategy.load_history([r.config_index for r in previous], [_as_result(r) for r in previous])
     if isinstance(strategy, XGBTuner):
         _transfer_rows(task, database, strategy)
-    best_prev = database.best(task.workload_key, task.target)
+    return strategy, database.best(task.workload_key, task.target)
+
+
+def tune(task: Task, trials: int = 64, tuner: str = "xgb", db: Any = None, early_stopping: int | None = None,
+         seed: int | None = None, callbacks: Sequence[Callable[[Progress], Any]] = (),
+         measure_option: MeasureOptions | None = None, batch_size: int = 16, measurer: Any = None) -> TuneResult:
+    """Tune `task` for up to `trials` new measurements; every result lands in the database."""
+    _check_task(task, measurer)
+    check_tune_args(trials, batch_size, seed)
+    database = _open_db(db)
+    strategy, best_prev = _resume(task, tuner, database, seed)
     run_id = database.start_run(task.workload_key, task.name, task.params, task.dtype, task.target, tuner,
                                 trials, seed)
     own = measurer is None
@@ -134,3 +145,69 @@ def tune(task: Task, trials: int = 64, tuner: str = "xgb", db: Any = None, early
             meas.close()
     result.run_id = run_id
     return result
+
+
+def tune_tasks(tasks: Sequence[Task], weights: Sequence[float] | None = None, trials: int = 256,
+               tuner: str | Sequence[str] = "xgb", db: Any = None, seed: int | None = None,
+               callbacks: Sequence[Callable[[Progress], Any]] = (), measure_option: MeasureOptions | None = None,
+               batch_size: int = 16, measurer: Any = None) -> list[TuneResult]:
+    """Tune several tasks under one budget of `trials` measurements (Ansor's gradient task
+    scheduler, `search.scheduler`): after a batch each, the next batch goes where the weighted
+    best time is expected to drop most. `weights` (default 1 each) say how often each task runs,
+    e.g. per inference of a model; `tuner` is one name or one per task. Every result lands in the
+    database, a second call resumes, and configs another tuner sharing the database has measured
+    or claimed are skipped. Callbacks get each task's cumulative Progress after every batch."""
+    tasks = list(tasks)
+    if not tasks:
+        raise ValueError("tune_tasks: no tasks given")
+    weights = [1.0] * len(tasks) if weights is None else list(weights)
+    tuners = [tuner] * len(tasks) if isinstance(tuner, str) else list(tuner)
+    if len(weights) != len(tasks) or len(tuners) != len(tasks):
+        raise ValueError(f"tune_tasks: {len(tasks)} tasks but {len(weights)} weights and {len(tuners)} tuners")
+    for task, w in zip(tasks, weights):
+        _check_task(task, measurer)
+        if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or w <= 0:
+            raise ValueError(f"tune_tasks: the weight of {task.workload_key} must be a positive finite number, "
+                             f"got {w!r}")
+    check_tune_args(trials, batch_size, seed)
+    database = _open_db(db)
+    states, runs = [], {}
+    for task, w, name in zip(tasks, weights, tuners):
+        strategy, best_prev = _resume(task, name, database, seed)
+        st = TaskState(task, float(w), strategy)
+        if best_prev is not None:
+            st.best, st.best_config = best_prev.cost, best_prev.config
+        runs[id(st)] = database.start_run(task.workload_key, task.name, task.params, task.dtype, task.target,
+                                          name, trials, seed)
+        states.append(st)
+    options = measure_option or MeasureOptions()
+    lease_s = lease_seconds(options, batch_size)
+
+    def record(st: TaskState, pairs: list[tuple[int, MeasureResult]]) -> None:
+        run_id = runs[id(st)]
+        database.add_records(run_id, [_record(st.task, run_id, i, r) for i, r in pairs])
+
+    def report(st: TaskState, p: Progress) -> None:
+        best = min(st.best, p.best_seconds)
+        total = Progress(st.task, st.trials + p.trials_done, trials, best, gflops(st.task, best),
+                         st.errors + p.errors, p.batch)
+        for cb in callbacks:
+            cb(total)
+
+    own = measurer is None
+    meas = Measurer(options) if own else measurer
+    status, interrupted = "failed", False
+    try:
+        interrupted = schedule_tasks(states, meas.measure, trials, batch_size, record, callbacks=[report],
+                                     claim=lambda st, batch: database.claim(runs[id(st)], batch, lease_s))
+        status = "interrupted" if interrupted else "finished"
+    except KeyboardInterrupt:
+        status = "interrupted"
+        raise
+    finally:
+        for st in states:
+            database.finish_run(runs[id(st)], st.trials, status)
+        if own:
+            meas.close()
+    return [TuneResult(st.task.workload_key, st.task.target, st.best_config, st.best, gflops(st.task, st.best),
+                       st.trials, st.history, runs[id(st)], interrupted=interrupted) for st in states]

@@ -15,7 +15,6 @@ from typing import Sequence
 import numpy as np
 
 from ..costmodel import XGBCostModel, extract
-from ..ir.lower import lower
 from ..measure.types import MeasureResult
 from ..schedules.task import Task
 from .sa import anneal
@@ -26,8 +25,7 @@ MIN_TRAIN = 8  # measured configs before the task's own models take over from ra
 
 def config_features(task: Task, index: int) -> np.ndarray:
     """The IR model's features of one config: its lowered loop IR plus its knob vector."""
-    s, args = task.instantiate(index)
-    return extract(lower(s, args), task.config_space.knob_vector(index))
+    return extract(task.lower(index), task.config_space.knob_vector(index))
 
 
 class XGBTuner(Tuner):

@@ -12,8 +12,10 @@ import numpy as np
 import pytest
 
 from autotune.measure import BuildResult, ErrorKind, MeasureOptions, MeasureResult
-from autotune.measure.runner import compare, measure_costs, tolerance
-from autotune.measure.worker import read_frame, write_frame
+from autotune.measure.check_data import tolerance
+from autotune.measure.wire import read_frame, write_frame
+from autotune.measure.worker.run import compare
+from autotune.measure.worker.timing import measure_costs
 
 DEFAULTS = MeasureOptions().to_json()
 

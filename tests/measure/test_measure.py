@@ -18,7 +18,7 @@ from autotune.codegen import compile_object, load_module
 from autotune.ir.lower import lower
 from autotune.measure import (BuildResult, ErrorKind, LocalBuilder, LocalRunner, MeasureInput,
                               MeasureOptions, MeasureResult, Measurer, measure_batch)
-from autotune.schedules.task import create_task, task_from_json
+from autotune.schedules.task import create_task
 from autotune.testing import FAULT_OP, FAULTS, fault_index, fault_task
 
 EXPECTED = {"ok": ErrorKind.OK, "wrong": ErrorKind.WRONG_RESULT, "crash": ErrorKind.CRASH,
@@ -217,10 +217,3 @@ def test_measure_batch_keeps_input_order_across_tasks(measurer):
               MeasureInput(faults, fault_index("ok")), MeasureInput(faults, fault_index("instantiation_error"))]
     kinds = [r.error_kind for r in measure_batch(inputs, measurer.builder, measurer.runner)]
     assert kinds == [ErrorKind.BUILD_ERROR, ErrorKind.OK, ErrorKind.OK, ErrorKind.INSTANTIATION_ERROR]
-
-
-def test_task_json_names_the_template_module():
-    d = fault_task().to_json()
-    assert d["module"] == "autotune.testing" and d["op"] == FAULT_OP
-    assert task_from_json(d).workload_key == fault_task().workload_key
-    assert len(fault_task().config_space) == len(FAULTS)

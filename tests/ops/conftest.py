@@ -9,7 +9,8 @@ import pytest
 
 import autotune
 from autotune import runtime
-from autotune.measure.runner import compare, tolerance
+from autotune.measure.check_data import tolerance
+from autotune.measure.worker.run import compare
 
 
 @pytest.fixture(autouse=True)

@@ -22,14 +22,15 @@ def _double(loop: For) -> Stmt | None:
     while isinstance(inner, Allocate):
         allocs.append(inner.buffer)
         inner = inner.body
-    doubled = {b for b in allocs if b.double_buffer and b.scope == "shared"}
+    ordered = [b for b in allocs if b.double_buffer and b.scope == "shared"]   # allocation order: same code every time
+    doubled = set(ordered)
     if not doubled or not isinstance(inner, Seq):
         return None
     fills = [c for c in inner.stmts if written_buffers(c) & doubled]
     work = [c for c in inner.stmts if not written_buffers(c) & doubled]
     if list(inner.stmts[:len(fills)]) != fills:
         return None                   # a fill after the work: not the attach-loop shape
-    copies = [{b: Buffer(f"{b.name}.{k}", b.shape, b.dtype, "shared") for b in doubled} for k in (0, 1)]
+    copies = [{b: Buffer(f"{b.name}.{k}", b.shape, b.dtype, "shared") for b in ordered} for k in (0, 1)]
     n = loop.extent
 
     def at(stmts: list[Stmt], k: Expr, parity: int) -> Stmt:
@@ -47,7 +48,7 @@ def _double(loop: For) -> Stmt | None:
             step = Allocate(b, step)
     out: Stmt = seq(at(fills, Const(0, loop.var.dtype), 0), For(j, (n + 1) // 2, loop.kind, step, loop.thread))
     for copy in (copies[0], copies[1]):
-        for b in doubled:
+        for b in ordered:
             out = Allocate(copy[b], out)
     return out
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .runner import run_candidate, run_reply
-from .types import ErrorKind
-from .worker import first_line
+from .run import run_candidate, run_reply
+from ..types import ErrorKind
+from ..wire import first_line
 
 
 def event_timer(drv: Any) -> Callable[[Callable[[], None], int], float]:
@@ -33,8 +33,8 @@ def event_timer(drv: Any) -> Callable[[Callable[[], None], int], float]:
 def handle_cuda_run(req: dict[str, Any], cubin: bytes,
                     event: Callable[[dict[str, Any]], None]) -> tuple[dict[str, Any], bytes]:
     """One CUDA candidate: the CPU runner's protocol and replies, on the GPU's clock."""
-    from ..codegen.cuda_device import driver
-    from ..codegen.cuda_module import CudaFunction
+    from ...codegen.cuda_device import driver
+    from ...codegen.cuda_module import CudaFunction
 
     try:
         drv = driver()

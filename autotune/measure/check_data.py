@@ -1,0 +1,101 @@
+"""A task's check data, made once in the parent and handed to the runner worker as files.
+
+Every candidate of a task runs on the same fixed random inputs and is compared with the same
+expected outputs, from the template's numpy reference or, for a computation defined with te,
+the te evaluator. Making them here means the runner needs no template and no user code: it
+reads `input{i}.npy` / `expected{i}.npy` (numpy's format, never pickled objects) from the
+task's directory, and the output specs and tolerances from the request (`CheckData.to_json`).
+"""
+from __future__ import annotations
+
+import math
+import shutil
+import tempfile
+import weakref
+import zlib
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..schedules.task import Task
+
+_BASE_TOL = {"float16": 1e-2, "float32": 1e-4, "float64": 1e-9}
+MAX_TASKS_ON_DISK = 8
+
+
+def tolerance(dtype: str, reduction: int, options: dict[str, Any]) -> tuple[float, float]:
+    """(rtol, atol): exact for integers; for floats a base by precision, atol grown with the
+    square root of the reduction length (rounding errors of a sum in another order grow so)."""
+    base = _BASE_TOL.get(dtype, 0.0)
+    rtol = options["rtol"] if options.get("rtol") is not None else base
+    atol = options["atol"] if options.get("atol") is not None else base * math.sqrt(reduction)
+    return float(rtol), float(atol)
+
+
+def task_inputs(task: Task) -> list[np.ndarray]:
+    """The task's fixed random inputs (seeded by its workload key, never all zero: an all-zero
+    input times unrealistically and hides wrong results)."""
+    rng = np.random.default_rng(zlib.crc32(task.workload_key.encode()))
+    inputs = task.make_inputs(rng)
+    for a in inputs:
+        if a.size and not np.any(a):
+            a.flat[0] = 1
+    return inputs
+
+
+@dataclass(frozen=True)
+class CheckData:
+    """Where a task's arrays are and what the runner needs besides them."""
+
+    directory: str
+    num_inputs: int
+    outputs: tuple[dict[str, Any], ...]    # {"shape", "dtype", "rtol", "atol"} per output
+    check: bool                            # expected outputs were written
+
+    def to_json(self) -> dict[str, Any]:
+        return {"directory": self.directory, "num_inputs": self.num_inputs, "outputs": list(self.outputs),
+                "check": self.check}
+
+
+def write_check_data(task: Task, directory: Path, options: dict[str, Any]) -> CheckData:
+    """Make the task's inputs (and, with options["check"], its expected outputs) and write them."""
+    directory.mkdir(parents=True, exist_ok=True)
+    inputs = task_inputs(task)
+    for i, a in enumerate(inputs):
+        np.save(directory / f"input{i}.npy", a, allow_pickle=False)
+    if options["check"]:
+        for i, r in enumerate(task.reference(inputs)):
+            np.save(directory / f"expected{i}.npy", np.asarray(r), allow_pickle=False)
+    outputs = tuple({"shape": list(shape), "dtype": dtype,
+                     **dict(zip(("rtol", "atol"), tolerance(dtype, task.reduction, options)))}
+                    for shape, dtype in task.arg_specs[task.num_inputs:])
+    return CheckData(str(directory), task.num_inputs, outputs, bool(options["check"]))
+
+
+class CheckDataStore:
+    """The check data of the last few tasks, in a private temporary directory removed on close
+    (or at exit). Keyed by workload and target: equal tasks share their data."""
+
+    def __init__(self) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="autotune-check-"))
+        self._cleanup = weakref.finalize(self, shutil.rmtree, self.root, True)
+        self._entries: OrderedDict[tuple[str, str, bool], CheckData] = OrderedDict()
+        self._made = 0
+
+    def get(self, task: Task, options: dict[str, Any]) -> CheckData:
+        key = (task.workload_key, task.target, bool(options["check"]))
+        data = self._entries.get(key)
+        if data is None:
+            self._made += 1
+            data = self._entries[key] = write_check_data(task, self.root / f"task{self._made}", options)
+            while len(self._entries) > MAX_TASKS_ON_DISK:
+                _, old = self._entries.popitem(last=False)
+                shutil.rmtree(old.directory, ignore_errors=True)
+        self._entries.move_to_end(key)
+        return data
+
+    def close(self) -> None:
+        self._cleanup()

@@ -1,0 +1,158 @@
+"""A run request inside the runner worker: load a candidate, check its output, time it.
+
+The request names the task's check data (`autotune.measure.check_data`): a directory of .npy
+inputs and expected outputs that the parent wrote once per task, plus the output specs and the
+tolerances. The worker reads them once (cached for a few tasks), pre-fills fresh outputs with NaN
+(or a sentinel) so elements a kernel never writes show up, runs the candidate once and compares,
+warms up, then takes `repeat` timings of `number` calls through `BuiltFunction.bind`.
+"""
+from __future__ import annotations
+
+import os
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from ...dtype import dtype_info, is_float
+from ..types import ErrorKind
+from ..wire import first_line
+from .timing import measure_costs
+
+
+@dataclass
+class _TaskData:
+    inputs: list[np.ndarray]
+    expected: list[np.ndarray] | None
+
+
+_DATA: OrderedDict[str, _TaskData] = OrderedDict()
+_MAX_DATA = 4
+
+
+def _read_array(path: Path) -> np.ndarray:
+    a = np.load(path, allow_pickle=False)
+    a.flags.writeable = False         # shared by every candidate of the task
+    return a
+
+
+def load_check_data(spec: dict[str, Any], event: Callable[[dict[str, Any]], None]) -> _TaskData:
+    """The arrays of `spec` (CheckData.to_json()), read once. The parent is told before and
+    after a read, so reading never counts against a candidate's timeout."""
+    key = f"{spec['directory']}:{spec['check']}"
+    data = _DATA.get(key)
+    if data is not None:
+        _DATA.move_to_end(key)
+        return data
+    event({"event": "preparing"})
+    root = Path(spec["directory"])
+    inputs = [_read_array(root / f"input{i}.npy") for i in range(spec["num_inputs"])]
+    expected = [_read_array(root / f"expected{i}.npy") for i in range(len(spec["outputs"]))] if spec["check"] else None
+    data = _DATA[key] = _TaskData(inputs, expected)
+    while len(_DATA) > _MAX_DATA:
+        _DATA.popitem(last=False)
+    event({"event": "prepared"})
+    return data
+
+
+def fresh_outputs(specs: list[dict[str, Any]]) -> list[np.ndarray]:
+    """Outputs pre-filled with NaN (or a sentinel) so elements a kernel never writes show up."""
+    out = []
+    for spec in specs:
+        np_dtype = np.dtype(dtype_info(spec["dtype"]).numpy)
+        fill = np.nan if is_float(spec["dtype"]) else (True if np_dtype == np.bool_ else np.iinfo(np_dtype).max)
+        out.append(np.full(tuple(spec["shape"]), fill, dtype=np_dtype))
+    return out
+
+
+def compare(name: str, got: np.ndarray, want: np.ndarray, rtol: float, atol: float) -> str | None:
+    """None when `got` matches; otherwise a one-line description with the max error. NaN or
+    inf where the reference is finite is wrong."""
+    if got.shape != want.shape:
+        return f"output {name}: shape {got.shape}, reference {want.shape}"
+    if got.dtype.kind in "fc":
+        g, w = got.astype(np.float64), want.astype(np.float64)
+        with np.errstate(invalid="ignore", over="ignore"):
+            err = np.abs(g - w)
+            ok = (err <= atol + rtol * np.abs(w)) | (g == w) | (np.isnan(g) & np.isnan(w))
+    else:
+        g, w = got, want
+        err = np.abs(got.astype(np.float64) - want.astype(np.float64))
+        ok = got == want
+    if ok.all():
+        return None
+    bad = ~ok
+    worst = np.unravel_index(int(np.argmax(np.where(bad, np.nan_to_num(err, nan=np.inf), -1.0))), got.shape)
+    nans = int(np.count_nonzero(np.isnan(g) & ~np.isnan(w))) if got.dtype.kind in "fc" else 0
+    return (f"output {name}: {int(bad.sum())} of {got.size} elements wrong"
+            f"{f' ({nans} NaN)' if nans else ''}; max abs error {float(err[worst]):.4g} at "
+            f"{tuple(int(i) for i in worst)}: got {g[worst].item()!r}, expected {w[worst].item()!r} "
+            f"(rtol={rtol:g}, atol={atol:g})")
+
+
+def _check_outputs(signature: dict[str, Any], spec: dict[str, Any], outputs: list[np.ndarray],
+                   expected: list[np.ndarray]) -> str | None:
+    names = [p["name"] for p in signature["params"]][spec["num_inputs"]:]
+    for name, got, want, out in zip(names, outputs, expected, spec["outputs"]):
+        wrong = compare(name, got, want, out["rtol"], out["atol"])
+        if wrong:
+            return wrong
+    return None
+
+
+def run_reply(kind: ErrorKind, msg: str, costs: list[float] | None = None, run_seconds: float = 0.0) -> dict[str, Any]:
+    return {"error_kind": kind.value, "error_msg": msg, "costs": costs or [], "run_seconds": run_seconds}
+
+
+def handle_run(req: dict[str, Any], obj: bytes,
+               event: Callable[[dict[str, Any]], None]) -> tuple[dict[str, Any], bytes]:
+    """One candidate: load, check against the expected outputs, warm up, time. Exceptions become
+    RUNTIME_ERROR (the worker survives); a segfault or hang is the parent's to notice."""
+    from ...codegen import load_module
+    from ...codegen.module import NUM_THREADS_ENV
+
+    if req["signature"].get("target_kind") == "cuda":
+        from .cuda_run import handle_cuda_run
+
+        return handle_cuda_run(req, obj, event)
+    os.environ[NUM_THREADS_ENV] = str(req["num_threads"])
+    return run_candidate(req, event, lambda: load_module(req["signature"], obj))
+
+
+def run_candidate(req: dict[str, Any], event: Callable[[dict[str, Any]], None], load: Callable[[], Any],
+                  timer: Callable[[Callable[[], None], int], float] | None = None,
+                  fatal: type[Exception] | tuple = ()) -> tuple[dict[str, Any], bytes]:
+    """Load (`load()`), check and time one candidate; the reply the parent expects. An exception
+    of a `fatal` type leaves the worker unusable: the reply asks for a fresh one ("restart").
+    run_seconds counts only the loops that call the kernel (check call, warm-up, timings)."""
+    options, spec = req["options"], req["check"]
+    try:
+        data = load_check_data(spec, event)
+    except Exception as exc:
+        return run_reply(ErrorKind.RUNTIME_ERROR, f"reading the task's check data: {first_line(exc)}"), b""
+    kernel_s = 0.0
+    try:
+        outputs = fresh_outputs(spec["outputs"])
+        fn = load().bind(*data.inputs, *outputs)
+        t0 = time.perf_counter()
+        fn()
+        getattr(fn, "fetch", lambda: None)()      # a GPU kernel's outputs come back to the host
+        kernel_s += time.perf_counter() - t0
+        if data.expected is not None:
+            wrong = _check_outputs(req["signature"], spec, outputs, data.expected)
+            if wrong:
+                return run_reply(ErrorKind.WRONG_RESULT, wrong, run_seconds=kernel_s), b""
+        t0 = time.perf_counter()
+        for _ in range(options["warmup"] - 1):
+            fn()
+        costs = measure_costs(fn, options, timer)
+        kernel_s += time.perf_counter() - t0
+    except fatal as exc:
+        reply = run_reply(ErrorKind.RUNTIME_ERROR, first_line(exc), run_seconds=kernel_s)
+        return {**reply, "restart": True}, b""
+    except Exception as exc:
+        return run_reply(ErrorKind.RUNTIME_ERROR, first_line(exc), run_seconds=kernel_s), b""
+    return run_reply(ErrorKind.OK, "", costs, kernel_s), b""

@@ -1,0 +1,75 @@
+"""Timing a kernel inside the runner worker: calibrated repeats of back-to-back calls."""
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+MAX_NUMBER = 1 << 24
+MAX_GROWTH = 8
+CLOCK_RESOLUTION_S = time.get_clock_info("perf_counter").resolution
+_FLUSH: np.ndarray | None = None
+
+
+def _last_level_cache_bytes() -> int:
+    sizes = []
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        for entry in os.listdir(base):
+            with open(os.path.join(base, entry, "size")) as f:
+                text = f.read().strip().upper()
+            scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+            sizes.append(int(text.rstrip("KMG")) * scale)
+    except (OSError, ValueError):
+        pass
+    return max(sizes, default=32 << 20)
+
+
+def flush_cache() -> None:
+    """Write every line of a buffer twice the last-level cache: the next call starts cold."""
+    global _FLUSH
+    if _FLUSH is None:
+        _FLUSH = np.zeros(2 * _last_level_cache_bytes(), dtype=np.uint8)
+    _FLUSH += 1
+
+
+def time_calls(fn: Callable[[], None], number: int, flush: bool) -> float:
+    """Seconds of `number` calls; never below the clock's resolution (a cost of 0 is no measurement)."""
+    if flush:
+        flush_cache()
+    clock = time.perf_counter
+    t0 = clock()
+    for _ in itertools.repeat(None, number):
+        fn()
+    return max(clock() - t0, CLOCK_RESOLUTION_S)
+
+
+def measure_costs(fn: Callable[[], None], options: dict[str, Any],
+                  timer: Callable[[Callable[[], None], int], float] | None = None) -> list[float]:
+    """`repeat` per-call costs. Without a fixed `number`, it grows until one timing lasts
+    `min_repeat_ms`, and that timing is the first cost. Each step at least doubles `number`,
+    jumping towards the estimate from the last timing but by at most MAX_GROWTH: one fast
+    call on a busy machine must not set up seconds-long timings. `timer(fn, number)` gives the
+    seconds of `number` calls (default: the host clock, flushing the cache if asked)."""
+    min_s = options["min_repeat_ms"] / 1000.0
+    if timer is None:
+        def timer(f: Callable[[], None], n: int) -> float:
+            return time_calls(f, n, options["flush_cache"])
+    costs: list[float] = []
+    number = options["number"]
+    if number is None:
+        number = 1
+        while True:
+            seconds = timer(fn, number)
+            if seconds >= min_s or number >= MAX_NUMBER:
+                break
+            estimate = number * min_s / max(seconds, 1e-9) * 1.1
+            number = min(MAX_NUMBER, MAX_GROWTH * number, max(2 * number, math.ceil(estimate)))
+        costs.append(seconds / number)
+    while len(costs) < options["repeat"]:
+        costs.append(timer(fn, number) / number)
+    return costs
