@@ -77,7 +77,7 @@ def _tune_one(op: str, shape: str, dtype: str, target: str, trials: int, tuner: 
     from tuning_db import TuningDB
 
     task = autotune.create_task(op, target=target, dtype=dtype, **parse_shape(shape))
-    if task.target_kind == "cuda":        # before the progress bar: no GPU is one line, not a bar
+    if task.target.kind == "cuda":        # before the progress bar: no GPU is one line, not a bar
         from autotune.codegen.cuda_device import check_measurable
 
         check_measurable(task.target)
@@ -90,7 +90,7 @@ def _tune_one(op: str, shape: str, dtype: str, target: str, trials: int, tuner: 
 
         result = autotune.tune(task, trials=trials, tuner=tuner, db=database, early_stopping=early_stopping,
                                seed=seed, callbacks=[show, stop.check])
-    summary = {"workload": task.workload_key, "target": task.target, "trials": result.trials,
+    summary = {"workload": task.workload_key, "target": task.target_key, "trials": result.trials,
                "errors": result.errors, "best_config": result.best_config, "stopped_early": result.stopped_early,
                "interrupted": stop.requested, "db": str(database.url)}
     if math.isfinite(result.best_seconds):
@@ -218,12 +218,12 @@ def _tune_plan(path: str, trials: int, tuner: str, db: str | None, seed: int | N
     for task, spec in zip(tasks, plan["tasks"]):
         task_tuner = spec.get("tuner", tuner)
         st = TaskState(task, float(spec.get("weight", 1)), make_tuner(task_tuner, task, seed))
-        prev = database.records(task.workload_key, task.target)
+        prev = database.records(task.workload_key, task.target_key)
         st.tuner.load_history([r.config_index for r in prev], [_as_result(r) for r in prev])
-        best = database.best(task.workload_key, task.target)
+        best = database.best(task.workload_key, task.target_key)
         if best is not None:
             st.best, st.best_config = best.cost, best.config
-        runs[id(st)] = database.start_run(task.workload_key, task.name, task.params, task.dtype, task.target,
+        runs[id(st)] = database.start_run(task.workload_key, task.name, task.params, task.dtype, task.target_key,
                                           task_tuner, trials, seed)
         states.append(st)
 

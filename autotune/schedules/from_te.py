@@ -8,6 +8,7 @@ import warnings
 import zlib
 from typing import Any, Callable, Sequence
 
+from ..target import Target
 from ..te.evaluate import evaluate_te
 from ..te.tensor import ComputeOp, PlaceholderOp, Tensor, post_order
 from .generic import schedule_auto
@@ -57,7 +58,7 @@ def _caller_module(depth: int) -> tuple[str, bool]:
 
 
 def create_task_from_te(outputs: Tensor | Sequence[Tensor], inputs: Sequence[Tensor], name: str,
-                        target: str = "llvm", reference: Callable[..., Any] | None = None,
+                        target: str | Target = "llvm", reference: Callable[..., Any] | None = None,
                         description: str = "") -> Task:
     """A tunable Task for your own te computation, with a search space built automatically.
 
@@ -79,7 +80,7 @@ def create_task_from_te(outputs: Tensor | Sequence[Tensor], inputs: Sequence[Ten
     outs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
     ins = list(inputs)
     _check_graph(outs, ins, name)
-    kind = str(target).split()[0] if target else ""
+    kind = Target.parse(target).kind
     module, top_level = _caller_module(1)
     if not top_level:
         warnings.warn(f"create_task_from_te({name!r}) is called inside a function: measurement workers "
