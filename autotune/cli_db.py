@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import click
 
 from .cli import CLIError, emit_json, parse_shape
 from .dtype import dtype_info
+from .target import Target
 
 _DB_OPTION = click.option("--db", default=None, help="Tuning database (path or URL); default $AUTOTUNE_DB or ./tuning.db")
 _JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
@@ -32,6 +34,14 @@ def _print(table: Any) -> None:
 
 
 MEMORY_BOUND_FLOP_PER_BYTE = 2.0    # below this many flops per byte of arguments, report GB/s
+
+
+def _hardware(target_key: str) -> str:
+    """The CPU or GPU a target key names, for a table column (`db show` prints the whole key)."""
+    try:
+        return str(replace(Target.from_key(target_key), features=None, cores=None))
+    except ValueError:      # not a key autotune wrote: shown as it is
+        return target_key
 
 
 def _rate(summary: Any, task: Any | None) -> tuple[float, str] | None:
@@ -76,7 +86,7 @@ def workloads(op: str | None, db: str | None, as_json: bool) -> None:
     for r, rate in zip(rows, rates):
         when = dt.datetime.fromtimestamp(r.last_timestamp).strftime("%Y-%m-%d %H:%M") if r.last_timestamp else "-"
         best = "-" if r.best_cost is None else f"{r.best_cost * 1e3:.3f}"
-        table.add_row(r.key, r.target_key.split(" -features")[0], str(r.trials), str(r.errors), best,
+        table.add_row(r.key, _hardware(r.target_key), str(r.trials), str(r.errors), best,
                       f"{rate[0]:.1f} {rate[1]}" if rate else "-", when)
     _print(table)
 

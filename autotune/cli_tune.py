@@ -77,7 +77,7 @@ def _tune_one(op: str, shape: str, dtype: str, target: str, trials: int, tuner: 
     from tuning_db import TuningDB
 
     task = autotune.create_task(op, target=target, dtype=dtype, **parse_shape(shape))
-    if task.target_kind == "cuda":        # before the progress bar: no GPU is one line, not a bar
+    if task.target.kind == "cuda":        # before the progress bar: no GPU is one line, not a bar
         from autotune.codegen.cuda_device import check_measurable
 
         check_measurable(task.target)
@@ -90,7 +90,7 @@ def _tune_one(op: str, shape: str, dtype: str, target: str, trials: int, tuner: 
 
         result = autotune.tune(task, trials=trials, tuner=tuner, db=database, early_stopping=early_stopping,
                                seed=seed, callbacks=[show, stop.check])
-    summary = {"workload": task.workload_key, "target": task.target, "trials": result.trials,
+    summary = {"workload": task.workload_key, "target": task.target_key, "trials": result.trials,
                "errors": result.errors, "best_config": result.best_config, "stopped_early": result.stopped_early,
                "interrupted": stop.requested, "db": str(database.url)}
     if math.isfinite(result.best_seconds):

@@ -71,7 +71,7 @@ class Kernel:
 
 
 def _warn_once(task: Task, msg: str) -> None:
-    key = (task.workload_key, task.target)
+    key = (task.workload_key, task.target_key)
     with _LOCK:
         if key in _WARNED:
             return
@@ -129,17 +129,17 @@ def _first_legal(task: Task, records: list, limit: int = 32) -> int | None:
 def _choose(task: Task, db: Any) -> tuple[int, str, float | None]:
     """(config index, provenance, expected GFLOP/s) by the lookup order above."""
     if db is not None:
-        best = db.best(task.workload_key, task.target)
+        best = db.best(task.workload_key, task.target_key)
         if best is not None:
             try:
                 return task.config(best.config).index, "tuned", task.flop / best.cost / 1e9
             except InstantiationError:
                 pass  # a record of an older template version: fall through
         others = [w for w in db.workloads(op=task.name)
-                  if w.target_key == task.target and w.dtype == task.dtype and w.key != task.workload_key
+                  if w.target_key == task.target_key and w.dtype == task.dtype and w.key != task.workload_key
                   and math.isfinite(_distance(w.params, task.params))]
         for w in sorted(others, key=lambda w: _distance(w.params, task.params)):
-            index = _first_legal(task, db.records(w.key, task.target, ok_only=True))
+            index = _first_legal(task, db.records(w.key, task.target_key, ok_only=True))
             if index is not None:
                 _warn_once(task, f"autotune: no tuned record for {task.workload_key}; using the config tuned "
                                  f"for the nearest shape {w.key}")
@@ -155,7 +155,7 @@ def _choose(task: Task, db: Any) -> tuple[int, str, float | None]:
 
 def _compile(task: Task, index: int, disk: DiskCache) -> Any:
     config = task.config(index).to_json()
-    key = entry_key(task.workload_key, task.target, config["knobs"])
+    key = entry_key(task.workload_key, task.target_key, config["knobs"])
     hit = disk.get(key)
     if hit is not None:
         try:
@@ -214,7 +214,7 @@ def _resolve(op: str, target: str, db: Any, dtype: str, params: dict[str, Any]) 
     task = create_task(op, target=target, dtype=dtype, **params)
     disk = DiskCache()
     stamp = _db_stamp(db)
-    note_key = entry_key(task.workload_key, task.target, {"resolved_from": stamp}) if stamp else None
+    note_key = entry_key(task.workload_key, task.target_key, {"resolved_from": stamp}) if stamp else None
     note = disk.get_note(note_key) if note_key else None
     if note is not None:                       # same database as last time: no need to open it
         index, provenance, gflops = note["index"], note["provenance"], note["gflops"]
@@ -224,8 +224,8 @@ def _resolve(op: str, target: str, db: Any, dtype: str, params: dict[str, Any]) 
         index, provenance, gflops = _choose(task, _open_db(db))
         stamp = _db_stamp(db)                  # after reading: opening may have touched the WAL
         if stamp:
-            note_key = entry_key(task.workload_key, task.target, {"resolved_from": stamp})
+            note_key = entry_key(task.workload_key, task.target_key, {"resolved_from": stamp})
             disk.put_note(note_key, {"index": index, "provenance": provenance, "gflops": gflops})
     config = task.config(index).to_json()
-    func = _MEMORY.get_or_create((task.workload_key, task.target, index), lambda: _compile(task, index, disk))
+    func = _MEMORY.get_or_create((task.workload_key, task.target_key, index), lambda: _compile(task, index, disk))
     return Kernel(task, config, provenance, gflops, func)

@@ -129,7 +129,7 @@ def main() -> None:
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}, target key "
-          f"{autotune.create_task('relu', target='cuda', shape=8).target!r}")
+          f"{autotune.create_task('relu', target='cuda', shape=8).target_key!r}")
     with tempfile.TemporaryDirectory() as tmp:
         args.db = os.path.join(tmp, "cuda_bench.db")
         for bench in (bench_chain, bench_softmax, bench_matmul):

@@ -13,8 +13,8 @@ import time
 import numpy as np
 
 import autotune
-from autotune.codegen import target_key
 from autotune.schedules.cpu.matmul import default_schedule, hand_schedule
+from autotune.target import Target
 from timing import seconds
 
 
@@ -29,7 +29,7 @@ def main() -> None:
     b = rng.standard_normal((n, n), dtype=np.float32)
     ref = a @ b
     flop = 2.0 * n ** 3
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; {target_key()}")
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; {Target.host().key}")
     print(f"matmul {n}x{n}x{n} float32, median of {repeat} runs")
     t_np = seconds(lambda: np.matmul(a, b, out=ref), repeat)
     rows = [("numpy", t_np, 0.0)]

@@ -200,10 +200,10 @@ def main() -> None:
     ap.add_argument("--only", nargs="*", default=None, help="run only these sections (e.g. conv2d dense_gelu)")
     args = ap.parse_args()
     args.trials = args.trials or (4 if args.quick else 64)
-    from autotune.codegen import target_key
+    from autotune.target import Target
 
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-          f"AUTOTUNE_NUM_THREADS={os.environ.get('AUTOTUNE_NUM_THREADS', '(all)')}; {target_key()}")
+          f"AUTOTUNE_NUM_THREADS={os.environ.get('AUTOTUNE_NUM_THREADS', '(all)')}; {Target.host().key}")
     print(f"numpy {np.__version__}; {args.trials} trials per op (xgb); times: best of 3 alternating "
           f"medians of {args.repeat} calls")
     with tempfile.TemporaryDirectory() as tmp:

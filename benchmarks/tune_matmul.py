@@ -74,7 +74,7 @@ def main() -> None:
     n = args.size
     task = autotune.create_task("matmul", M=n, N=n, K=n)
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; "
-          f"target {task.target}")
+          f"target {task.target_key}")
     print(f"task {task.workload_key}: {len(task.config_space)} configs; {args.trials} trials x {args.seeds} seeds")
     np_s = numpy_seconds(n)
     runs: dict[tuple[str, int], dict] = {}

@@ -2,20 +2,19 @@
 
 `build_module(func)` is the whole path in one process; `compile_object(func)` stops at
 relocatable object code plus a JSON signature, which `load_module` turns into the same callable
-in another process (measurement workers, the kernel cache). `target_key()` names this host.
+in another process (measurement workers, the kernel cache).
 """
 from __future__ import annotations
 
 from typing import Any
 
 from ..ir.nodes import PrimFunc
+from ..target import Target
 from . import jit
-from .jit import target_key
 from .llvm import emit_module, entry_symbol
 from .module import BuiltFunction, make_signature
 
-__all__ = ["build_module", "compile_object", "load_module", "compile_for", "load_compiled", "target_key",
-           "BuiltFunction"]
+__all__ = ["build_module", "compile_object", "load_module", "compile_for", "load_compiled", "BuiltFunction"]
 
 
 def _ir_text(func: PrimFunc) -> str:
@@ -41,14 +40,13 @@ def load_module(signature: dict[str, Any], obj: bytes) -> BuiltFunction:
     return BuiltFunction.from_object(signature, obj)
 
 
-def compile_for(func: PrimFunc, target: str) -> tuple[dict[str, Any], bytes]:
-    """`func` compiled for a canonical target key: host object code, or a cubin for "cuda -arch=..."
-    (nvcc only, no GPU needed). `load_compiled` turns the result into a callable."""
-    if str(target).split()[:1] == ["cuda"]:
-        from .cuda_device import parse_target
+def compile_for(func: PrimFunc, target: Target) -> tuple[dict[str, Any], bytes]:
+    """`func` compiled for `target`: host object code, or a cubin for its arch (nvcc only: no GPU
+    needed when the target names its arch). `load_compiled` turns the result into a callable."""
+    if target.kind == "cuda":
         from .cuda_module import compile_kernel
 
-        return compile_kernel(func, parse_target(target)["arch"])
+        return compile_kernel(func, target.resolved().arch)
     return compile_object(func)
 
 

@@ -1,5 +1,6 @@
 """The GPU this process uses: PyCUDA (imported lazily, an optional extra), the device's primary
-context, and the target key tuning records are stored under ("cuda -arch=sm_90 -name=...").
+context, and its arch and name (from which `autotune.target` makes a key when the target names
+no arch).
 
 Without PyCUDA or without a GPU, everything CPU-side works; asking for the device raises a
 BuildError that says what is missing. A target that names its arch ("cuda -arch=sm_80") needs
@@ -9,10 +10,10 @@ from __future__ import annotations
 
 import atexit
 import functools
-import re
 from typing import Any
 
 from ..errors import BuildError
+from ..target import Target
 
 INSTALL_HINT = "install it with pip install 'autotune[cuda]' (PyCUDA, built against your CUDA toolkit)"
 
@@ -78,43 +79,12 @@ def gpu_available() -> bool:
     return True
 
 
-def parse_target(target: str) -> dict[str, str]:
-    """{"arch": ..., "name": ...} from "cuda [-arch=sm_XY] [-name=...]" (either may be absent)."""
-    words = str(target).split()
-    if not words or words[0] != "cuda":
-        raise ValueError(f"not a cuda target: {target!r}")
-    out: dict[str, str] = {}
-    for w in words[1:]:
-        m = re.fullmatch(r"-(arch|name)=(\S+)", w)
-        if m is None:
-            raise ValueError(f"target {target!r}: unknown option {w!r}; expected -arch=sm_XY or -name=GPU_NAME")
-        out[m.group(1)] = m.group(2)
-    if "arch" in out and not re.fullmatch(r"sm_\d+a?", out["arch"]):
-        raise ValueError(f"target {target!r}: -arch must look like sm_80, got {out['arch']!r}")
-    return out
-
-
-def cuda_target_key(target: str = "cuda") -> str:
-    """The canonical key: arch and GPU name, from the target string or else from the device."""
-    opts = parse_target(target)
-    if "arch" not in opts:
-        try:
-            info = device_info()
-        except BuildError as exc:
-            raise BuildError(f"{exc}; to generate and compile kernels without a GPU, name the arch: "
-                             "target='cuda -arch=sm_90'") from None
-        opts = {"arch": info["arch"], "name": re.sub(r"\s+", "_", info["name"]), **opts}
-    key = f"cuda -arch={opts['arch']}"
-    return key + (f" -name={opts['name']}" if "name" in opts else "")
-
-
-def check_measurable(target_key: str) -> None:
-    """BuildError unless this machine's GPU can run kernels for `target_key` (tuning measures
+def check_measurable(target: Target) -> None:
+    """BuildError unless this machine's GPU can run kernels for `target` (tuning measures
     every candidate on it: without one, every candidate would fail)."""
-    want = parse_target(target_key)["arch"]
     try:
         here = device_info()["arch"]
     except BuildError as exc:
-        raise BuildError(f"tuning for {target_key!r} measures kernels on the GPU: {exc}") from None
-    if here != want:
-        raise BuildError(f"tuning for {target_key!r} measures kernels on the GPU, but this GPU is {here}")
+        raise BuildError(f"tuning for {str(target)!r} measures kernels on the GPU: {exc}") from None
+    if target.resolved().arch != here:
+        raise BuildError(f"tuning for {target.key!r} measures kernels on the GPU, but this GPU is {here}")

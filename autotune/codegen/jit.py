@@ -1,4 +1,5 @@
-"""Compiling LLVM IR for the host: target machine, O3 (new pass manager), MCJIT, target key.
+"""Compiling LLVM IR for the host: target machine, O3 (new pass manager), MCJIT; and what LLVM
+says the host CPU is (`host_cpu`, from which `autotune.target` makes the host's key).
 
 Only compilation lives here; what the IR says is `llvm.py`'s business and how it is called is
 `module.py`'s.
@@ -7,21 +8,11 @@ from __future__ import annotations
 
 import ctypes.util
 import functools
-import os
 from dataclasses import dataclass
 
 import llvmlite.binding as llvm
 
 from ..errors import BuildError
-
-# CPU features that change the code LLVM generates for our kernels (vector width, FMA, dot
-# products, half/bfloat conversion). Only these enter the target key, so unrelated flags
-# (rdrnd, sha, ...) do not split the tuning database.
-_KEY_FEATURES = (
-    "sse4.2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512dq",
-    "avx512cd", "avx512vnni", "avx512bf16", "avx512fp16", "avxvnni", "amx-tile", "amx-bf16",
-    "amx-int8", "neon", "fullfp16", "dotprod", "i8mm", "bf16", "sve", "sve2",
-)
 
 
 @dataclass(frozen=True)
@@ -30,7 +21,6 @@ class _Host:
     triple: str
     cpu: str
     flat_features: str
-    features: dict[str, bool]
     openmp: bool        # libgomp loaded: PARALLEL loops can be launched with GOMP_parallel
 
     def new_machine(self) -> llvm.TargetMachine:
@@ -39,20 +29,36 @@ class _Host:
             cpu=self.cpu, features=self.flat_features, opt=3, codemodel="jitdefault", jit=True)
 
 
+@dataclass(frozen=True)
+class HostCPU:
+    """What LLVM reports of this CPU: the JIT's target machine and the record key are made from it."""
+
+    name: str                   # LLVM's name of this CPU ("skylake-avx512")
+    flat_features: str          # "+avx2,-avx512f,...", what a target machine is created with
+    features: dict[str, bool]   # feature -> enabled
+
+
 @functools.cache
-def host() -> _Host:
-    """The host description, made once (initializes LLVM's native target and loads libgomp)."""
-    llvm.initialize_native_target()
-    llvm.initialize_native_asmprinter()
+def host_cpu() -> HostCPU:
+    """This CPU as LLVM sees it. Asking needs no initialised target, so a record key can be
+    made without starting the JIT (nor loading libgomp)."""
     try:
         features = llvm.get_host_cpu_features()
         flat, enabled = features.flatten(), {k: bool(v) for k, v in features.items()}
     except RuntimeError:   # some hosts cannot report features: the CPU name alone decides
         flat, enabled = "", {}
-    triple, cpu = llvm.get_process_triple(), llvm.get_host_cpu_name()
+    return HostCPU(llvm.get_host_cpu_name(), flat, enabled)
+
+
+@functools.cache
+def host() -> _Host:
+    """The host description, made once (initializes LLVM's native target and loads libgomp)."""
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    cpu, triple = host_cpu(), llvm.get_process_triple()
     machine = llvm.Target.from_triple(triple).create_target_machine(
-        cpu=cpu, features=flat, opt=3, codemodel="jitdefault", jit=True)
-    return _Host(machine, triple, cpu, flat, enabled, _load_openmp())
+        cpu=cpu.name, features=cpu.flat_features, opt=3, codemodel="jitdefault", jit=True)
+    return _Host(machine, triple, cpu.name, cpu.flat_features, _load_openmp())
 
 
 def _load_openmp() -> bool:
@@ -65,14 +71,6 @@ def _load_openmp() -> bool:
         except RuntimeError:
             continue
     return False
-
-
-def target_key() -> str:
-    """The string the tuning database and the kernel cache key on for this host:
-    "llvm -mcpu=<cpu> -features=<enabled features that matter, sorted> -cores=<n>"."""
-    h = host()
-    feats = ",".join(sorted(f for f in _KEY_FEATURES if h.features.get(f)))
-    return f"llvm -mcpu={h.cpu} -features={feats} -cores={os.cpu_count() or 1}"
 
 
 def triple_and_layout() -> tuple[str, str]:

@@ -16,6 +16,7 @@ import numpy as np
 from ..dtype import dtype_info
 from ..errors import ArgumentError
 from ..ir.nodes import PrimFunc
+from ..target import Target
 from . import jit
 from .llvm import NUM_THREADS_SYMBOL, entry_symbol, status_error
 
@@ -189,7 +190,7 @@ def make_signature(func: PrimFunc, obj: bytes | None = None, openmp: bool | None
         "entry": entry_symbol(func),
         "params": [{"name": p.name, "shape": list(p.shape), "dtype": p.dtype} for p in func.params],
         "outputs": sorted(func.attrs.get("outputs", range(len(func.params)))),
-        "target": jit.target_key(),
+        "target": Target.host().key,
         "openmp": jit.has_openmp() if openmp is None else bool(openmp),
     }
     if obj is not None:
@@ -197,8 +198,12 @@ def make_signature(func: PrimFunc, obj: bytes | None = None, openmp: bool | None
     return sig
 
 
-def _without_cores(key: str) -> str:
-    return " ".join(w for w in str(key).split() if not w.startswith("-cores="))
+def _built_for(signature: dict[str, Any]) -> Target:
+    """The target a signature says its code was compiled for; ValueError when it says nothing readable."""
+    try:
+        return Target.from_key(signature["target"])
+    except ValueError as exc:
+        raise ValueError(f"object signature of {signature['name']!r}: {exc}") from None
 
 
 def check_signature(signature: dict[str, Any], obj: bytes) -> None:
@@ -213,9 +218,9 @@ def check_signature(signature: dict[str, Any], obj: bytes) -> None:
     if digest != signature["object_sha256"]:
         raise ValueError(f"object code of {signature['name']}: sha256 {digest[:12]}... does not match "
                          f"the signature's {str(signature['object_sha256'])[:12]}...; the bytes are damaged")
-    here = jit.target_key()
-    if _without_cores(signature["target"]) != _without_cores(here):
+    here = Target.host()
+    if not here.same_code(_built_for(signature)):
         raise ValueError(f"object code of {signature['name']} was compiled for {signature['target']!r}, "
-                         f"this host is {here!r}")
+                         f"this host is {here.key!r}")
     if signature["openmp"] and not jit.has_openmp():
         raise ValueError(f"object code of {signature['name']} calls libgomp, which this process could not load")

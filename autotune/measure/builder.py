@@ -111,7 +111,7 @@ class LocalBuilder:
                 continue
             position, ir = lowered.popleft()
             try:
-                self._workers[slot].send({"op": "build", "target": inputs[position].task.target}, ir)
+                self._workers[slot].send({"op": "build", "target": inputs[position].task.target_key}, ir)
             except WorkerDied:        # it died while idle: not this candidate's fault
                 self._replace(slot)
                 lowered.appendleft((position, ir))

@@ -86,7 +86,7 @@ class CheckDataStore:
         self._made = 0
 
     def get(self, task: Task, options: dict[str, Any]) -> CheckData:
-        key = (task.workload_key, task.target, bool(options["check"]))
+        key = (task.workload_key, task.target_key, bool(options["check"]))
         data = self._entries.get(key)
         if data is None:
             self._made += 1

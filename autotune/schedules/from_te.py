@@ -6,6 +6,7 @@ from __future__ import annotations
 import zlib
 from typing import Any, Callable, Sequence
 
+from ..target import Target
 from ..te.evaluate import evaluate_te
 from ..te.tensor import ComputeOp, PlaceholderOp, Tensor, post_order
 from .generic import schedule_auto
@@ -49,7 +50,7 @@ def _check_graph(outs: list[Tensor], ins: list[Tensor], name: str) -> None:
 
 
 def create_task_from_te(outputs: Tensor | Sequence[Tensor], inputs: Sequence[Tensor], name: str,
-                        target: str = "llvm", reference: Callable[..., Any] | None = None,
+                        target: str | Target = "llvm", reference: Callable[..., Any] | None = None,
                         description: str = "") -> Task:
     """A tunable Task for your own te computation, with a search space built automatically.
 
@@ -69,7 +70,7 @@ def create_task_from_te(outputs: Tensor | Sequence[Tensor], inputs: Sequence[Ten
     outs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
     ins = list(inputs)
     _check_graph(outs, ins, name)
-    kind = str(target).split()[0] if target else ""
+    kind = Target.parse(target).kind
     old = TEMPLATES.get((name, kind))
     if old is not None and not getattr(old.func, "from_te", False):
         raise ValueError(f"create_task_from_te: {name!r} is already the name of a registered op; choose another")

@@ -20,13 +20,13 @@ from ..dtype import dtype_info, is_float
 from ..errors import ArgumentError, BuildError, InstantiationError, ScheduleError
 from ..ir.lower import lower
 from ..ir.nodes import PrimFunc
+from ..target import Target
 from ..te.expr import Binary, Call, Reduce
 from ..te.tensor import ComputeOp, ExternOp, PlaceholderOp, Tensor, post_order
 from ..te.traversal import walk
 from .schedule import Schedule
 from .space import INSTANTIATION_ERRORS, ConfigEntity, ConfigSpace
 
-TARGETS = ("llvm", "cuda")
 MAX_PARAM = 2 ** 1023     # larger ints overflow float (flop counts), and past 4300 digits even str()
 MAX_LOWERED = 512         # lowered configs a task keeps (the xgb tuner ranks pools of 3x a batch)
 AUTOTUNE_ERRORS = (ScheduleError, InstantiationError, BuildError, ArgumentError)   # already name their object
@@ -125,41 +125,6 @@ def workload_key(op: str, params: dict[str, Any], dtype: str) -> str:
     return f"{op}({inner}){dtype}"
 
 
-def target_kind(target: str) -> str:
-    """"llvm" or "cuda" of a target string, refusing any option this machine cannot honour:
-    llvm code is JIT-compiled for the host CPU only, so llvm takes just -mcpu=<this CPU>."""
-    words = str(target).split()
-    if not words or words[0] not in TARGETS:
-        raise ValueError(f"unknown target {target!r}; expected one of {TARGETS}")
-    if words[0] == "cuda":
-        from ..codegen.cuda_device import parse_target
-
-        parse_target(target)                # refuses unknown options and a malformed -arch
-        return "cuda"
-    from ..codegen.jit import host
-
-    cpu = host().cpu
-    for w in words[1:]:
-        m = re.fullmatch(r"-mcpu=(\S*)", w)
-        if m is None:
-            raise ValueError(f"target {target!r}: unknown option {w!r}; llvm takes only -mcpu={cpu} (this CPU)")
-        if m.group(1) != cpu:
-            raise ValueError(f"target {target!r}: {w} is not this machine's CPU ({cpu}); "
-                             "autotune compiles for the host CPU only")
-    return "llvm"
-
-
-def canonical_target(target: str) -> str:
-    """The target key records are stored under: configs tuned on one machine are not reused on another."""
-    if target_kind(target) == "llvm":
-        from ..codegen import target_key
-
-        return target_key()
-    from ..codegen.cuda_device import cuda_target_key
-
-    return cuda_target_key(target)
-
-
 @functools.cache
 def physical_memory() -> int | None:
     """Bytes of RAM, or None where the OS does not say."""
@@ -189,12 +154,11 @@ def _gib(nbytes: int) -> str:
 class Task:
     """A template bound to a shape, dtype and target: a config space to search."""
 
-    def __init__(self, tmpl: Template, params: dict[str, Any], dtype: str, target: str) -> None:
+    def __init__(self, tmpl: Template, params: dict[str, Any], dtype: str, target: Target) -> None:
         self.template = tmpl
         self.name = tmpl.name
         self.params = params
         self.dtype = dtype
-        self.target_kind = tmpl.target
         self.target = target
         self.workload_key = workload_key(tmpl.name, params, dtype)
         self.config_space = ConfigSpace()
@@ -206,6 +170,12 @@ class Task:
         self.reduction = longest_reduction(args)
         self.kernel_name = re.sub(r"\W", "_", self.name) or "kernel"     # a C identifier (CUDA)
         self._lowered: OrderedDict[int, PrimFunc | Exception] = OrderedDict()
+
+    @property
+    def target_key(self) -> str:
+        """The target string records and kernel caches are keyed by (the first use looks up the
+        host CPU or the GPU; creating a task does not)."""
+        return self.target.key
 
     def _collect(self) -> list[Tensor]:
         """Run the template in collect mode. A plain failure in it (a zero size, a shape it
@@ -300,11 +270,12 @@ def _load_templates(op: str | None = None) -> None:
         cuda.load(op)
 
 
-def create_task(op: str, target: str = "llvm", dtype: str = "float32", **params: Any) -> Task:
+def create_task(op: str, target: str | Target = "llvm", dtype: str = "float32", **params: Any) -> Task:
     """A task for op `op` at the given shape parameters (those the template gives a default may be
     left out: the task, and so its workload key, holds every one); errors name the bad parameter."""
     _load_templates(op)
-    kind = target_kind(target)
+    target = Target.parse(target)
+    kind = target.kind
     tmpl = TEMPLATES.get((op, kind))
     if tmpl is None:
         _load_templates()           # the error lists every op
@@ -319,7 +290,7 @@ def create_task(op: str, target: str = "llvm", dtype: str = "float32", **params:
     if missing:
         raise ValueError(f"{op}: missing parameter(s) {missing}; expected {list(tmpl.shape_params)}")
     ordered = {p: _check_param(op, p, params[p], tmpl.param_kinds.get(p, "int_or_tuple")) for p in tmpl.shape_params}
-    return Task(tmpl, ordered, dtype, canonical_target(target))
+    return Task(tmpl, ordered, dtype, target)
 
 
 def _is_int(v: Any) -> bool:

@@ -58,7 +58,7 @@ def _open_db(db: Any) -> Any:
 def _record(task: Task, run_id: int, idx: int, res: MeasureResult) -> Any:
     from tuning_db import Record
 
-    return Record(task.workload_key, task.target, idx, task.config(idx).to_json(), tuple(res.costs),
+    return Record(task.workload_key, task.target_key, idx, task.config(idx).to_json(), tuple(res.costs),
                   res.error_kind.value, res.error_msg, res.build_seconds, res.timestamp, run_id)
 
 
@@ -70,13 +70,13 @@ def _transfer_rows(task: Task, db: Any, tuner: XGBTuner) -> None:
     """IR features of other shapes' best records of this op and target."""
     feats, thr, groups = [], [], []
     for w in db.workloads(op=task.name):
-        if w.key == task.workload_key or w.target_key != task.target or w.dtype != task.dtype:
+        if w.key == task.workload_key or w.target_key != task.target_key or w.dtype != task.dtype:
             continue
         try:
             other = create_task(task.name, dtype=w.dtype, **w.params)
         except (ValueError, TypeError):
             continue  # a shape this version's template no longer accepts
-        best_first = sorted(db.records(w.key, task.target, ok_only=True), key=lambda r: r.cost)
+        best_first = sorted(db.records(w.key, task.target_key, ok_only=True), key=lambda r: r.cost)
         for rec in best_first[:MAX_TRANSFER_RECORDS // 4]:
             try:
                 feats.append(config_features(other, rec.config_index))
@@ -91,7 +91,7 @@ def _transfer_rows(task: Task, db: Any, tuner: XGBTuner) -> None:
 def _check_task(task: Any, measurer: Any) -> None:
     if not isinstance(task, Task):
         raise TypeError(f"tune expects a Task (autotune.create_task), got {type(task).__name__}")
-    if task.target_kind == "cuda" and measurer is None:
+    if task.target.kind == "cuda" and measurer is None:
         from ..codegen.cuda_device import check_measurable
 
         check_measurable(task.target)
@@ -101,11 +101,11 @@ def _resume(task: Task, tuner: str, database: Any, seed: int | None) -> tuple[Tu
     """A tuner warm-started with the task's records (never re-measured) and, for xgb, other
     shapes' records; and the best record so far (or None)."""
     strategy = make_tuner(tuner, task, seed)
-    previous = database.records(task.workload_key, task.target)
+    previous = database.records(task.workload_key, task.target_key)
     strategy.load_history([r.config_index for r in previous], [_as_result(r) for r in previous])
     if isinstance(strategy, XGBTuner):
         _transfer_rows(task, database, strategy)
-    return strategy, database.best(task.workload_key, task.target)
+    return strategy, database.best(task.workload_key, task.target_key)
 
 
 def tune(task: Task, trials: int = 64, tuner: str = "xgb", db: Any = None, early_stopping: int | None = None,
@@ -116,7 +116,7 @@ def tune(task: Task, trials: int = 64, tuner: str = "xgb", db: Any = None, early
     check_tune_args(trials, batch_size, seed)
     database = _open_db(db)
     strategy, best_prev = _resume(task, tuner, database, seed)
-    run_id = database.start_run(task.workload_key, task.name, task.params, task.dtype, task.target, tuner,
+    run_id = database.start_run(task.workload_key, task.name, task.params, task.dtype, task.target_key, tuner,
                                 trials, seed)
     own = measurer is None
     options = measure_option or MeasureOptions()
@@ -177,7 +177,7 @@ def tune_tasks(tasks: Sequence[Task], weights: Sequence[float] | None = None, tr
         st = TaskState(task, float(w), strategy)
         if best_prev is not None:
             st.best, st.best_config = best_prev.cost, best_prev.config
-        runs[id(st)] = database.start_run(task.workload_key, task.name, task.params, task.dtype, task.target,
+        runs[id(st)] = database.start_run(task.workload_key, task.name, task.params, task.dtype, task.target_key,
                                           name, trials, seed)
         states.append(st)
     options = measure_option or MeasureOptions()
@@ -209,5 +209,5 @@ def tune_tasks(tasks: Sequence[Task], weights: Sequence[float] | None = None, tr
             database.finish_run(runs[id(st)], st.trials, status)
         if own:
             meas.close()
-    return [TuneResult(st.task.workload_key, st.task.target, st.best_config, st.best, gflops(st.task, st.best),
+    return [TuneResult(st.task.workload_key, st.task.target_key, st.best_config, st.best, gflops(st.task, st.best),
                        st.trials, st.history, runs[id(st)], interrupted=interrupted) for st in states]

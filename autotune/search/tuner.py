@@ -156,5 +156,5 @@ def tune_loop(task: Task, tuner: Tuner, measure: Callable[[Task, list[int]], lis
             stopped = True
             break
     best_config = None if best_index is None else task.config(best_index).to_json()
-    return TuneResult(task.workload_key, task.target, best_config, best_seconds, gflops(task, best_seconds),
+    return TuneResult(task.workload_key, task.target_key, best_config, best_seconds, gflops(task, best_seconds),
                       len(history), history, stopped_early=stopped, interrupted=interrupted)

@@ -303,13 +303,13 @@ def test_parallel_loop_in_a_cuda_kernel():
 
 # -- targets and the runtime side without a GPU -------------------------------------------------
 def test_target_with_an_arch_needs_no_gpu():
-    from autotune.codegen.cuda_device import cuda_target_key
-    assert cuda_target_key("cuda -arch=sm_80") == "cuda -arch=sm_80"
-    assert cuda_target_key("cuda -arch=sm_90 -name=H100") == "cuda -arch=sm_90 -name=H100"
+    from autotune.target import Target
+    assert Target.parse("cuda -arch=sm_80").key == "cuda -arch=sm_80"
+    assert Target.parse("cuda -arch=sm_90 -name=H100").key == "cuda -arch=sm_90 -name=H100"
     with pytest.raises(ValueError, match="-arch must look like sm_80"):
-        cuda_target_key("cuda -arch=80")
+        Target.parse("cuda -arch=80")
     with pytest.raises(ValueError, match="unknown option"):
-        cuda_target_key("cuda -fast")
+        Target.parse("cuda -fast")
 
 
 @pytest.mark.skipif(gpu_available(), reason="checks the error where there is no GPU")

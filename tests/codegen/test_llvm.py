@@ -6,7 +6,7 @@ import warnings
 import numpy as np
 import pytest
 
-from autotune.codegen import BuiltFunction, build_module, target_key
+from autotune.codegen import BuiltFunction, build_module
 from autotune.errors import ArgumentError, BuildError
 from autotune.ir.nodes import (Allocate, Broadcast, Buffer, Evaluate, For, ForKind, IfThenElse, Let,
                                Load, PrimFunc, Ramp, Store, seq)
@@ -479,10 +479,3 @@ def test_tiled_matmul_correct():
     out = np.zeros((m, n), np.float32)
     f(a, b, out)
     np.testing.assert_allclose(out, a @ b, rtol=1e-5)
-
-
-def test_target_key_names_cpu_features_and_cores():
-    key = target_key()
-    assert key.startswith("llvm -mcpu=") and " -features=" in key and " -cores=" in key
-    feats = key.split("-features=")[1].split()[0]
-    assert feats.split(",") == sorted(feats.split(",")) or feats == ""

@@ -167,8 +167,8 @@ def test_target_options_are_checked(target, message):
 def test_the_host_cpu_is_a_valid_llvm_option():
     plain = autotune.create_task("matmul", M=4, N=3, K=4)
     named = autotune.create_task("matmul", target=f"llvm -mcpu={HOST_CPU}", M=4, N=3, K=4)
-    assert named.target == plain.target
-    assert autotune.create_task("matmul", target="cuda -arch=sm_90", M=4, N=3, K=4).target == "cuda -arch=sm_90"
+    assert named.target_key == plain.target_key
+    assert autotune.create_task("matmul", target="cuda -arch=sm_90", M=4, N=3, K=4).target_key == "cuda -arch=sm_90"
 
 
 # -- plans -------------------------------------------------------------------------------------

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from autotune.schedules.task import TEMPLATES
+
 # The user's program. It prints one line: "ok <provenances>" or what went wrong.
 PROGRAM = textwrap.dedent('''
     import numpy as np
@@ -64,8 +66,12 @@ PROGRAM = textwrap.dedent('''
 
 @pytest.fixture(autouse=True)
 def env(tmp_path, monkeypatch):
+    """A private kernel cache; the templates a test registers in this process are dropped after it."""
     monkeypatch.setenv("AUTOTUNE_CACHE", str(tmp_path / "cache"))
-    return tmp_path
+    before = set(TEMPLATES)
+    yield tmp_path
+    for key in set(TEMPLATES) - before:
+        del TEMPLATES[key]
 
 
 def _run(code: str, tmp_path: Path) -> str:

@@ -131,7 +131,7 @@ def test_a_worker_builds_and_runs_from_data_alone(tmp_path):
     store = CheckDataStore()
     try:
         check = store.get(task, OPTIONS.to_json())
-        done = subprocess.run([sys.executable, "-c", WORKER_SIDE, str(tmp_path / "ir"), task.target,
+        done = subprocess.run([sys.executable, "-c", WORKER_SIDE, str(tmp_path / "ir"), task.target_key,
                                json.dumps(check.to_json()), json.dumps(OPTIONS.to_json())],
                               capture_output=True, text=True, timeout=300, cwd=tmp_path)
     finally:

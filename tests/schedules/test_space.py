@@ -56,7 +56,7 @@ def test_task_identity_and_flop():
     t = autotune.create_task("matmul", K=29, N=47, M=61)
     assert t.workload_key == "matmul(M=61,N=47,K=29)float32"
     assert t.flop == 2 * 61 * 47 * 29
-    assert t.target.startswith("llvm -mcpu=") and "-cores=" in t.target
+    assert t.target_key.startswith("llvm -mcpu=") and "-cores=" in t.target_key
     conv = autotune.create_task("conv2d", N=1, C=3, H=8, W=8, F=4, KH=3, KW=3, stride=1, padding=1)
     assert conv.flop == 2 * 4 * 8 * 8 * 3 * 9
     assert autotune.create_task("dense", M=4, N=5, K=6).flop == 2 * 4 * 5 * 6 + 2 * 4 * 5

@@ -89,8 +89,8 @@ def make_db(path: Path) -> TuningDB:
     task = autotune.create_task("matmul", **SHAPE)
     index = next(i for i in range(len(task.config_space)) if task.is_valid(i))
     db = TuningDB(path)
-    run_id = db.start_run(task.workload_key, "matmul", task.params, "float32", task.target, "random", 2, 0)
-    db.add_records(run_id, [Record(task.workload_key, task.target, index, task.config(index).to_json(), (1e-3,),
+    run_id = db.start_run(task.workload_key, "matmul", task.params, "float32", task.target_key, "random", 2, 0)
+    db.add_records(run_id, [Record(task.workload_key, task.target_key, index, task.config(index).to_json(), (1e-3,),
                                    "ok", "", 0.01, time.time())])
     db.finish_run(run_id, 1)
     return db

@@ -8,6 +8,7 @@ how CUDA schedules are checked against numpy on a machine without a GPU (`serial
 """
 from __future__ import annotations
 
+from ...target import CUDA_LIMITS, GpuLimits
 from ..functor import replace_buffers, transform, walk
 from ..nodes import Allocate, Buffer, For, ForKind, PrimFunc, Seq, ThreadAllReduce
 from .barriers import insert_barriers
@@ -16,13 +17,13 @@ from .gpu_launch import LaunchShape, check_threads, launch_shape
 from .virtual_threads import inject_virtual_threads
 
 
-def prepare_kernel(func: PrimFunc) -> tuple[PrimFunc, LaunchShape]:
-    """The kernel ready for a GPU codegen, and its launch; ScheduleError for what no GPU can run."""
+def prepare_kernel(func: PrimFunc, limits: GpuLimits = CUDA_LIMITS) -> tuple[PrimFunc, LaunchShape]:
+    """The kernel ready for a GPU codegen, and its launch; ScheduleError for what `limits` forbid."""
     body = inject_virtual_threads(func.body)                    # vthread loops down to their statements
     body = inject_double_buffers(body)                          # two copies of double-buffered tiles
     body = insert_barriers(body)                                # __syncthreads where shared memory needs it
     func = PrimFunc(func.name, func.params, body, func.attrs)
-    shape = launch_shape(func)                                  # grid, block, shared memory: checked
+    shape = launch_shape(func, limits)                          # grid, block, shared memory: checked
     check_threads(func, shape)                                  # no divergent barrier, no racing update
     return func, shape
 

@@ -1,6 +1,7 @@
 """The launch of a lowered CUDA kernel: its grid, block and static shared memory, read from the
-bound loops and checked against the limits every CUDA GPU shares, and the checks that need the
-launch (a barrier under a branch some threads skip, threads updating one element).
+bound loops and checked against the target's limits (`autotune.target.GpuLimits`), and the
+checks that need the launch (a barrier under a branch some threads skip, threads updating one
+element).
 
 A kernel is one root nest whose outer loops are bound to blockIdx; inside, a loop bound to
 threadIdx runs across the block's threads (its extent at most the block's), every other loop in
@@ -13,15 +14,11 @@ from dataclasses import dataclass
 
 from ...dtype import dtype_info
 from ...errors import ScheduleError
+from ...target import CUDA_LIMITS, GpuLimits
 from ...te.expr import Expr
 from ..functor import children, uses_var, walk
 from ..nodes import Allocate, Buffer, For, ForKind, IfThenElse, Load, PrimFunc, Seq, Stmt, Store, ThreadAllReduce
 from .barriers import is_barrier
-
-MAX_THREADS_PER_BLOCK = 1024
-MAX_BLOCK_DIM = {"x": 1024, "y": 1024, "z": 64}
-MAX_GRID_DIM = {"x": 2**31 - 1, "y": 65535, "z": 65535}
-SHARED_BYTES_LIMIT = 48 * 1024      # static __shared__ per block on every CUDA GPU since sm_20
 
 
 @dataclass(frozen=True)
@@ -85,39 +82,40 @@ def shared_bytes(func: PrimFunc) -> int:
     return sum(b.size * dtype_info(b.dtype).bytes for b in allocs)
 
 
-def allreduce_warps(block: tuple[int, ...]) -> int:
+def allreduce_warps(block: tuple[int, ...], warp: int = CUDA_LIMITS.warp_size) -> int:
     """Warps per row of threadIdx.x whose partial results an all-reduce exchanges through shared
     memory (0 when the row fits in one warp and shuffles alone suffice)."""
-    return block[0] // 32 if block[0] > 32 else 0
+    return block[0] // warp if block[0] > warp else 0
 
 
-def _allreduce_scratch_bytes(func: PrimFunc, block: tuple[int, ...]) -> int:
+def _allreduce_scratch_bytes(func: PrimFunc, block: tuple[int, ...], warp: int) -> int:
     reduces: list[ThreadAllReduce] = []
     walk(func.body, lambda n: reduces.append(n) if isinstance(n, ThreadAllReduce) else None)
     if reduces and block[0] & (block[0] - 1):
         raise ScheduleError(f"{func.name}: a reduction across threadIdx.x needs a power-of-two block width, "
                             f"got {block[0]}")
-    rows = block[1] * block[2] * allreduce_warps(block)
+    rows = block[1] * block[2] * allreduce_warps(block, warp)
     return sum(rows * dtype_info(r.buffer.dtype).bytes for r in reduces)
 
 
-def launch_shape(func: PrimFunc, shared_limit: int = SHARED_BYTES_LIMIT) -> LaunchShape:
-    """The launch a kernel needs; ScheduleError for a binding no GPU can run, before compiling."""
+def launch_shape(func: PrimFunc, limits: GpuLimits = CUDA_LIMITS) -> LaunchShape:
+    """The launch a kernel needs; ScheduleError for a binding past `limits`, before compiling."""
     _root_nest(func)
     dims = _bound_extents(func)
     for tag, n in dims.items():
         prefix, axis = tag.split(".")
-        limit = (MAX_BLOCK_DIM if prefix == "threadIdx" else MAX_GRID_DIM)[axis]
+        limit = (limits.max_block_dim if prefix == "threadIdx" else limits.max_grid_dim)["xyz".index(axis)]
         if n > limit:
             raise ScheduleError(f"{func.name}: {tag} has extent {n}, over the limit {limit}")
     block = tuple(dims.get(f"threadIdx.{a}", 1) for a in "xyz")
     grid = tuple(dims.get(f"blockIdx.{a}", 1) for a in "xyz")
-    if math.prod(block) > MAX_THREADS_PER_BLOCK:
+    if math.prod(block) > limits.max_threads_per_block:
         raise ScheduleError(f"{func.name}: {math.prod(block)} threads per block (block {block}), over the "
-                            f"limit {MAX_THREADS_PER_BLOCK}")
-    smem = shared_bytes(func) + _allreduce_scratch_bytes(func, block)
-    if smem > shared_limit:
-        raise ScheduleError(f"{func.name}: {smem} bytes of shared memory per block, over the limit {shared_limit}")
+                            f"limit {limits.max_threads_per_block}")
+    smem = shared_bytes(func) + _allreduce_scratch_bytes(func, block, limits.warp_size)
+    if smem > limits.shared_bytes_per_block:
+        raise ScheduleError(f"{func.name}: {smem} bytes of shared memory per block, over the limit "
+                            f"{limits.shared_bytes_per_block}")
     return LaunchShape(grid, block, smem)  # type: ignore[arg-type]
 
 

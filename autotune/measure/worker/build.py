@@ -14,15 +14,16 @@ def build_reply(kind: ErrorKind, msg: str, seconds: float, signature: dict | Non
 
 def handle_build(req: dict[str, Any], payload: bytes,
                  _event: Callable[[dict[str, Any]], None]) -> tuple[dict[str, Any], bytes]:
-    """`{"target": key}` + the IR's bytes (autotune.ir.serialize) -> signature + object code."""
+    """`{"target": record key}` + the IR's bytes (autotune.ir.serialize) -> signature + object code."""
     from ...codegen import compile_for
     from ...ir.passes.verify import verify
     from ...ir.serialize import loads
+    from ...target import Target
 
     t0 = time.perf_counter()
     try:
         # verify: the reader checks structure only; the loop IR's invariants are checked again here
-        signature, obj = compile_for(verify(loads(payload)), str(req["target"]))
+        signature, obj = compile_for(verify(loads(payload)), Target.from_key(req["target"]))
     except Exception as exc:
         return build_reply(ErrorKind.BUILD_ERROR, first_line(exc), time.perf_counter() - t0), b""
     return build_reply(ErrorKind.OK, "", time.perf_counter() - t0, signature), obj

@@ -20,9 +20,9 @@ from typing import Any
 
 from ... import te
 from ...dtype import dtype_info
-from ...ir.passes.gpu_launch import SHARED_BYTES_LIMIT
 from ...topi import nn as topi_nn
 from ...topi.nn import KEY_PACK, ROW_ELEMWISE, ROW_REDUCE, ROW_SCALAR
+from ...target import CUDA_LIMITS
 from ..cpu.nn import DEFAULT_SCALE, attention_reference, attention_scale
 from ..schedule import Schedule
 from ..task import template
@@ -50,10 +50,11 @@ def _define_knobs(cfg: Any, seq_q: int, seq_k: int, head_dim: int, dtype: str) -
     tq, T = cfg["tile_q"].size[-1], block_width(cfg["threads"].val, seq_k)
     buffers = 1 if cfg["inline_exp"].val else 2
     # the score (and probability) tiles, the query tile, one partial per warp for the two exchanges
-    shared = (buffers * tq * seq_k + tq * head_dim + 2 * T // 32) * dtype_info(dtype).bytes
-    cfg.raise_if(shared > SHARED_BYTES_LIMIT,
+    warps, limit = T // CUDA_LIMITS.warp_size, CUDA_LIMITS.shared_bytes_per_block
+    shared = (buffers * tq * seq_k + tq * head_dim + 2 * warps) * dtype_info(dtype).bytes
+    cfg.raise_if(shared > limit,
                  f"{buffers} score tile(s) of {tq} x {seq_k} and the query tile ({shared} bytes) do not fit "
-                 f"in shared memory ({SHARED_BYTES_LIMIT} bytes)")
+                 f"in shared memory ({limit} bytes)")
     return tq, T
 
 

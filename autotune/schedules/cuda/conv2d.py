@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 from ... import te
 from ...dtype import dtype_info
-from ...ir.passes.gpu_launch import MAX_THREADS_PER_BLOCK, SHARED_BYTES_LIMIT
+from ...target import CUDA_LIMITS
 from ..cpu.conv2d import conv2d_nchw, conv2d_reference, nchw_geometry
 from ..schedule import Schedule
 from ..task import template
@@ -51,14 +51,16 @@ def _check_limits(cfg: Any, KH: int, KW: int, stride: tuple[int, int], dtype: st
     rc = cfg["tile_rc"].size[-1]
     cfg.raise_if(rf * ry * rx * vf * vy * vx > _MAX_REGISTER_TILE,
                  f"a {vf * rf} x {vy * ry} x {vx * rx} register tile per thread spills")
-    threads = tf * ty * tx
-    cfg.raise_if(threads > MAX_THREADS_PER_BLOCK, f"{tf} x {ty} x {tx} = {threads} threads per block > {MAX_THREADS_PER_BLOCK}")
-    cfg.raise_if(threads < 32, f"{tf} x {ty} x {tx} = {threads} threads per block is less than a warp")
+    threads, limits = tf * ty * tx, CUDA_LIMITS
+    cfg.raise_if(threads > limits.max_threads_per_block,
+                 f"{tf} x {ty} x {tx} = {threads} threads per block > {limits.max_threads_per_block}")
+    cfg.raise_if(threads < limits.warp_size, f"{tf} x {ty} x {tx} = {threads} threads per block is less than a warp")
     bf, by, bx = vf * tf * rf, vy * ty * ry, vx * tx * rx
     span_y = (by - 1) * stride[0] + KH
     span_x = (bx - 1) * stride[1] + KW
     shared = (rc * span_y * span_x + bf * rc * KH * KW) * dtype_info(dtype).bytes
-    cfg.raise_if(shared > SHARED_BYTES_LIMIT, f"shared tiles of {shared} bytes > {SHARED_BYTES_LIMIT}")
+    cfg.raise_if(shared > limits.shared_bytes_per_block,
+                 f"shared tiles of {shared} bytes > {limits.shared_bytes_per_block}")
     return tf, ty, tx
 
 

@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from ... import te
 from ...dtype import dtype_info
-from ...ir.passes.gpu_launch import MAX_THREADS_PER_BLOCK, SHARED_BYTES_LIMIT
+from ...target import CUDA_LIMITS
 from ..cpu.matmul import _dense_reference
 from ..task import template
 from .generic import bind_cooperative, split_exact
@@ -49,11 +49,13 @@ def _check_limits(cfg: Any, dtype: str) -> tuple[int, int]:
     _, vy, ty, ry = cfg["tile_y"].size
     _, vx, tx, rx = cfg["tile_x"].size
     bk = cfg["tile_k"].size[-1]
-    threads = ty * tx
-    cfg.raise_if(threads > MAX_THREADS_PER_BLOCK, f"{ty} x {tx} = {threads} threads per block > {MAX_THREADS_PER_BLOCK}")
-    cfg.raise_if(threads < 32, f"{ty} x {tx} = {threads} threads per block is less than a warp")
+    threads, limits = ty * tx, CUDA_LIMITS
+    cfg.raise_if(threads > limits.max_threads_per_block,
+                 f"{ty} x {tx} = {threads} threads per block > {limits.max_threads_per_block}")
+    cfg.raise_if(threads < limits.warp_size, f"{ty} x {tx} = {threads} threads per block is less than a warp")
     shared = (vy * ty * ry + vx * tx * rx) * bk * dtype_info(dtype).bytes * (1 + cfg["double_buffer"].val)
-    cfg.raise_if(shared > SHARED_BYTES_LIMIT, f"shared tiles of {shared} bytes > {SHARED_BYTES_LIMIT}")
+    cfg.raise_if(shared > limits.shared_bytes_per_block,
+                 f"shared tiles of {shared} bytes > {limits.shared_bytes_per_block}")
     cfg.raise_if(vy * ry * vx * rx > 128, f"a {vy * ry} x {vx * rx} register tile per thread spills")
     vec = cfg["fetch_vec"].val
     cfg.raise_if(bk % vec != 0 or (vx * tx * rx) % vec != 0,

@@ -16,10 +16,10 @@ from typing import Any
 
 from ... import te
 from ...dtype import dtype_info
-from ...ir.passes.gpu_launch import SHARED_BYTES_LIMIT
 from ...te.tensor import ComputeOp
 from ...topi import nn as topi_nn
 from ...topi.nn import ROW_ELEMWISE, ROW_REDUCE, ROW_SCALAR
+from ...target import CUDA_LIMITS
 from ..cpu.nn import (_check_rows, _eps, layer_norm_reference, log_softmax_reference, rms_norm_reference,
                       softmax_reference)
 from ..schedule import Schedule
@@ -36,8 +36,8 @@ def _row_knobs(cfg: Any, N: int, dtype: str) -> int:
     cfg.define_knob("vec", list(VECTOR))
     T = cfg["threads"].val
     # the row, plus one partial per warp for each statistic's exchange (two at most)
-    row_bytes = (N + 2 * T // 32) * dtype_info(dtype).bytes
-    cfg.raise_if(cfg["cache_row"].val and row_bytes > SHARED_BYTES_LIMIT,
+    row_bytes = (N + 2 * T // CUDA_LIMITS.warp_size) * dtype_info(dtype).bytes
+    cfg.raise_if(cfg["cache_row"].val and row_bytes > CUDA_LIMITS.shared_bytes_per_block,
                  f"a row of {N} elements and its partials ({row_bytes} bytes) do not fit in shared memory")
     return block_width(T, N)
 

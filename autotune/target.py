@@ -1,0 +1,217 @@
+"""What a target is: its kind, the CPU or GPU it names, its launch limits, and the key tuning
+records and kernel caches are stored under. The one parser of target strings lives here.
+
+A leaf every layer may read: it imports nothing heavy. What the text leaves to the machine
+(the host CPU's name and features, the GPU's arch) is looked up only when a key is needed, so
+creating a task or listing ops never starts LLVM or the CUDA driver.
+
+Two grammars share one option table:
+  `Target.parse`     what a user names: "llvm [-mcpu=<this CPU>]", "cuda [-arch=sm_XY] [-name=GPU]";
+  `Target.from_key`  a stored record key, of any machine: "llvm -mcpu=.. -features=.. -cores=..",
+                     "cuda -arch=sm_XY [-name=GPU]".
+"""
+from __future__ import annotations
+
+import functools
+import os
+import re
+from dataclasses import dataclass, fields, replace
+from typing import Any, Callable
+
+from .errors import BuildError
+
+TARGETS = ("llvm", "cuda")
+
+# option: (the target's field, what its value must match, how an error says so)
+OPTIONS = {
+    "mcpu": ("mcpu", r"\S+", "be a CPU name"),
+    "features": ("features", r"[^\s,]+(,[^\s,]+)*|", "be a comma-separated list of CPU features"),
+    "cores": ("cores", r"[1-9][0-9]*", "be a positive integer"),
+    "arch": ("arch", r"sm_\d+a?", "look like sm_80"),
+    "name": ("gpu_name", r"\S+", "be a GPU name"),
+}
+USER_OPTIONS = {"llvm": ("mcpu",), "cuda": ("arch", "name")}                  # what `parse` accepts
+KEY_OPTIONS = {"llvm": ("mcpu", "features", "cores"), "cuda": ("arch", "name")}   # what a key holds
+KEY_REQUIRED = {"llvm": ("mcpu", "features", "cores"), "cuda": ("arch",)}      # in a complete target
+
+# CPU features that change the code LLVM generates for our kernels (vector width, FMA, dot
+# products, half/bfloat conversion). Only these enter the key, so unrelated flags (rdrnd, sha,
+# ...) do not split the tuning database.
+KEY_FEATURES = (
+    "sse4.2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512dq",
+    "avx512cd", "avx512vnni", "avx512bf16", "avx512fp16", "avxvnni", "amx-tile", "amx-bf16",
+    "amx-int8", "neon", "fullfp16", "dotprod", "i8mm", "bf16", "sve", "sve2",
+)
+
+
+@dataclass(frozen=True)
+class GpuLimits:
+    """What one kernel launch may use. Templates reject configs past these before measuring
+    them, and the launch pass rejects kernels past them before generating code."""
+
+    max_threads_per_block: int = 1024
+    max_block_dim: tuple[int, int, int] = (1024, 1024, 64)          # threadIdx.x, .y, .z
+    max_grid_dim: tuple[int, int, int] = (2**31 - 1, 65535, 65535)  # blockIdx.x, .y, .z
+    shared_bytes_per_block: int = 48 * 1024     # static __shared__; more needs dynamic shared memory
+    warp_size: int = 32
+
+
+CUDA_LIMITS = GpuLimits()      # every CUDA GPU since sm_20 allows this much
+LIMITS: dict[str, GpuLimits | None] = {"llvm": None, "cuda": CUDA_LIMITS}
+
+
+@dataclass(frozen=True)
+class Target:
+    """A compilation target. Fields left None are this machine's, resolved on first use of `key`."""
+
+    kind: str                               # "llvm" (the host CPU) or "cuda"
+    mcpu: str | None = None                 # llvm: the CPU's LLVM name ("skylake-avx512")
+    features: tuple[str, ...] | None = None  # llvm: the enabled KEY_FEATURES, sorted
+    cores: int | None = None                # llvm: cores the parallel loops may use
+    arch: str | None = None                 # cuda: "sm_90"
+    gpu_name: str | None = None             # cuda: the device's name, spaces as underscores
+
+    def __post_init__(self) -> None:
+        if self.kind not in TARGETS:
+            raise ValueError(f"unknown target kind {self.kind!r}; expected one of {TARGETS}")
+        foreign = [f.name for f in fields(self)[1:] if getattr(self, f.name) is not None
+                   and _option_of(f.name) not in KEY_OPTIONS[self.kind]]
+        if foreign:
+            raise ValueError(f"a target of kind {self.kind} has no {', '.join(foreign)}")
+
+    @classmethod
+    def parse(cls, text: str | Target) -> Target:
+        """The target a user names (a Target is returned as is). ValueError naming the problem:
+        an unknown kind or option, a malformed -arch, or an -mcpu other than this machine's
+        (llvm code is JIT-compiled for the host CPU only)."""
+        if isinstance(text, Target):
+            return text
+        kind, opts = _read(str(text), USER_OPTIONS, _user_hint)
+        if "mcpu" in opts and opts["mcpu"] != host_cpu_name():
+            raise ValueError(f"target {str(text)!r}: -mcpu={opts['mcpu']} is not this machine's CPU "
+                             f"({host_cpu_name()}); autotune compiles for the host CPU only")
+        return _make(kind, opts)
+
+    @classmethod
+    def from_key(cls, key: str) -> Target:
+        """The target of a stored record key, of this machine or another: no option is checked
+        against this machine. ValueError when an option is unknown or malformed."""
+        return _make(*_read(str(key), KEY_OPTIONS, _key_hint))
+
+    @classmethod
+    def host(cls) -> Target:
+        """This machine's CPU, complete (asks LLVM for the CPU's name and features)."""
+        return _host_target()
+
+    @property
+    def complete(self) -> bool:
+        """Whether every field a key holds is known (nothing is left to this machine)."""
+        return all(getattr(self, OPTIONS[o][0]) is not None for o in KEY_REQUIRED[self.kind])
+
+    def resolved(self) -> Target:
+        """This target with what it leaves to the machine filled in: the host CPU's for llvm,
+        the device's arch and name for a cuda target without -arch (BuildError without a GPU)."""
+        if self.complete:
+            return self
+        if self.kind == "llvm":
+            given = {f.name: getattr(self, f.name) for f in fields(self)[1:] if getattr(self, f.name) is not None}
+            return replace(Target.host(), **given)
+        info = _device_info()
+        return replace(self, arch=info["arch"], gpu_name=self.gpu_name or re.sub(r"\s+", "_", info["name"]))
+
+    @functools.cached_property
+    def key(self) -> str:
+        """The string tuning records and kernel caches are keyed by: configs tuned for one CPU
+        or GPU are not reused on another. `Target.from_key` reads it back."""
+        return str(self.resolved())
+
+    @property
+    def limits(self) -> GpuLimits | None:
+        """The launch limits of this target's kernels (None for the CPU, which has none to check)."""
+        return LIMITS[self.kind]
+
+    def same_code(self, other: Target) -> bool:
+        """Whether code compiled for `other` is code for this target: all but the core count
+        (cores change which config is fastest, not which instructions run)."""
+        return replace(self, cores=None) == replace(other, cores=None)
+
+    def __str__(self) -> str:
+        words = [self.kind]
+        for option, (name, _, _) in OPTIONS.items():
+            value = getattr(self, name)
+            if value is not None:
+                words.append(f"-{option}={','.join(value) if isinstance(value, tuple) else value}")
+        return " ".join(words)
+
+    def __repr__(self) -> str:
+        return f"Target({str(self)!r})"
+
+
+def _option_of(field_name: str) -> str:
+    return next(o for o, (name, _, _) in OPTIONS.items() if name == field_name)
+
+
+def _read(text: str, allowed: dict[str, tuple[str, ...]],
+          hint: Callable[[str], str]) -> tuple[str, dict[str, str]]:
+    """(kind, {option: value}) of `text`, every option known to `allowed[kind]`, well-formed, once."""
+    words = text.split()
+    if not words or words[0] not in TARGETS:
+        raise ValueError(f"unknown target {text!r}; expected one of {TARGETS}")
+    kind, opts = words[0], {}
+    for word in words[1:]:
+        m = re.fullmatch(r"-([\w-]+)=(\S*)", word)
+        if m is None or m.group(1) not in allowed[kind]:
+            raise ValueError(f"target {text!r}: unknown option {word!r}; {hint(kind)}")
+        option, value = m.groups()
+        if option in opts:
+            raise ValueError(f"target {text!r}: -{option} is given twice")
+        if not re.fullmatch(OPTIONS[option][1], value):
+            raise ValueError(f"target {text!r}: -{option} must {OPTIONS[option][2]}, got {value!r}")
+        opts[option] = value
+    return kind, opts
+
+
+def _user_hint(kind: str) -> str:
+    if kind == "llvm":
+        return f"llvm takes only -mcpu={host_cpu_name()} (this CPU)"
+    return "expected -arch=sm_XY or -name=GPU_NAME"
+
+
+def _key_hint(kind: str) -> str:
+    return f"a key of kind {kind} has " + ", ".join(f"-{o}=" for o in KEY_OPTIONS[kind])
+
+
+def _make(kind: str, opts: dict[str, str]) -> Target:
+    values: dict[str, object] = {OPTIONS[o][0]: v for o, v in opts.items()}
+    if "features" in opts:
+        values["features"] = tuple(f for f in opts["features"].split(",") if f)
+    if "cores" in opts:
+        values["cores"] = int(opts["cores"])
+    return Target(kind, **values)  # type: ignore[arg-type]
+
+
+def host_cpu_name() -> str:
+    """This CPU's LLVM name (imports llvmlite, without initialising a target)."""
+    from .codegen.jit import host_cpu
+
+    return host_cpu().name
+
+
+@functools.cache
+def _host_target() -> Target:
+    from .codegen.jit import host_cpu
+
+    cpu = host_cpu()
+    return Target("llvm", mcpu=cpu.name, features=tuple(sorted(f for f in KEY_FEATURES if cpu.features.get(f))),
+                  cores=os.cpu_count() or 1)
+
+
+def _device_info() -> dict[str, Any]:
+    """Arch and name of this machine's GPU (starts the CUDA driver); BuildError without one."""
+    from .codegen.cuda_device import device_info
+
+    try:
+        return device_info()
+    except BuildError as exc:
+        raise BuildError(f"{exc}; to generate and compile kernels without a GPU, name the arch: "
+                         "target='cuda -arch=sm_90'") from None
