@@ -204,6 +204,7 @@ def _show(value: Any) -> str:
 
 
 def _tune_plan(path: str, trials: int, tuner: str, db: str | None, seed: int | None, as_json: bool) -> None:
+    from .legacy_keys import upgrade
     from .measure import MeasureOptions, Measurer
     from .search.scheduler import TaskState, schedule_tasks
     from .search.tune import _as_result, _record, make_tuner
@@ -214,6 +215,7 @@ def _tune_plan(path: str, trials: int, tuner: str, db: str | None, seed: int | N
     # every task is made (and so checked) before the database is opened or any run started
     tasks = [_plan_task(spec, f"plan {path}: task {i}") for i, spec in enumerate(plan["tasks"])]
     database = TuningDB(db)
+    upgrade(database)             # as autotune.tune does, so records under legacy keys are resumed
     states, runs = [], {}
     for task, spec in zip(tasks, plan["tasks"]):
         task_tuner = spec.get("tuner", tuner)
@@ -263,7 +265,7 @@ def _tune_plan(path: str, trials: int, tuner: str, db: str | None, seed: int | N
 
 @click.command()
 @click.argument("op", required=False)
-@click.option("--shape", help="NAME=INT[,NAME=INT...], e.g. M=1024,N=1024,K=1024")
+@click.option("--shape", help="NAME=VALUE[,NAME=VALUE...], e.g. M=1024,N=1024,K=1024 or eps=1e-05 (INT:INT a tuple)")
 @click.option("--plan", "plan", type=click.Path(), help="JSON file of tasks tuned in one job (shares --trials).")
 @click.option("--dtype", default="float32", show_default=True)
 @click.option("--target", default="llvm", show_default=True,

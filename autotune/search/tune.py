@@ -1,7 +1,8 @@
 """tune: search a task's config space with a named tuner, keeping every result in the database.
 
-Resume: configs already in the database for this workload and target are never measured again,
-and their results warm-start the tuner. Transfer: records of other shapes of the same op warm-start
+Resume: configs already in the database for this workload and target are never measured again
+(also those stored under its key from before float parameters were floats, renamed first), and
+their results warm-start the tuner. Transfer: records of other shapes of the same op warm-start
 the model-guided tuner's IR model.
 """
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from ..legacy_keys import upgrade
 from ..measure import MeasureOptions, Measurer
 from ..measure.types import ErrorKind, MeasureResult
 from ..schedules.task import Task, create_task
@@ -99,6 +101,7 @@ def tune(task: Task, trials: int = 64, tuner: str = "xgb", db: Any = None, early
 
         check_measurable(task.target)
     database = _open_db(db)
+    upgrade(database)             # records stored under a legacy key become this task's (autotune.legacy_keys)
     strategy = make_tuner(tuner, task, seed)
     previous = database.records(task.workload_key, task.target)
     strategy.load_history([r.config_index for r in previous], [_as_result(r) for r in previous])
