@@ -21,6 +21,14 @@ def _open(db: str | None, readonly: bool = True) -> Any:
     return TuningDB(db, readonly=readonly)
 
 
+def _workloads(database: Any, op: str | None = None) -> list[tuple[str, Any]]:
+    """(stored key, summary under its current key) per workload: a database written before float
+    parameters were floats shows, and is asked by, the keys a writer will rename it to."""
+    from .legacy_keys import current_summaries
+
+    return current_summaries(database.workloads(op=op))
+
+
 def _table(*columns: str) -> Any:
     from rich.table import Table
 
@@ -75,7 +83,7 @@ def db() -> None:
 @_JSON_OPTION
 def workloads(op: str | None, db: str | None, as_json: bool) -> None:
     """One row per tuned workload and target."""
-    rows = _open(db).workloads(op=op)
+    rows = [w for _, w in _workloads(_open(db), op)]
     rates = [_rate(r, _task_of(r)) for r in rows]
     if as_json:
         return emit_json([{**r.__dict__, "best_rate": rate[0] if rate else None, "rate_unit": rate[1] if rate else None}
@@ -92,10 +100,10 @@ def workloads(op: str | None, db: str | None, as_json: bool) -> None:
 
 
 def _show(database: Any, workload_key: str, source: str | None, as_json: bool) -> None:
-    summary = next((w for w in database.workloads() if w.key == workload_key), None)
+    stored, summary = next(((k, w) for k, w in _workloads(database) if w.key == workload_key), (None, None))
     if summary is None:
         raise CLIError(f"no workload {workload_key!r} in the database; see `autotune db workloads`")
-    best = database.best(workload_key, summary.target_key)
+    best = database.best(stored, summary.target_key)
     if best is None:
         raise CLIError(f"workload {workload_key} has no successful measurement yet")
     task = _task_of(summary)
@@ -122,7 +130,7 @@ def _show(database: Any, workload_key: str, source: str | None, as_json: bool) -
 
 @db.command()
 @click.argument("op")
-@click.option("--shape", required=True, help="NAME=INT[,NAME=INT...]")
+@click.option("--shape", required=True, help="NAME=VALUE[,NAME=VALUE...]: an int, a float or INT:INT (a tuple)")
 @click.option("--dtype", default="float32", show_default=True)
 @click.option("--source", type=click.Choice(["ll", "asm"]), default=None, help="Also print the generated code.")
 @_DB_OPTION
@@ -152,7 +160,8 @@ def show(workload_key: str, source: str | None, db: str | None, as_json: bool) -
 @_JSON_OPTION
 def history(workload_key: str, plot: str | None, db: str | None, as_json: bool) -> None:
     """The tuning curve of WORKLOAD_KEY: best time so far after each trial."""
-    records = _open(db).records(workload_key)
+    database = _open(db)
+    records = database.records(next((k for k, w in _workloads(database) if w.key == workload_key), workload_key))
     if not records:
         raise CLIError(f"no records for workload {workload_key!r}; see `autotune db workloads`")
     curve, best_cost = [], math.inf
@@ -206,7 +215,12 @@ def export_(path: str, db: str | None) -> None:
 @_DB_OPTION
 def import_(path: str, db: str | None) -> None:
     """Validate and add the records of a JSONL export (all or nothing)."""
-    click.echo(f"imported {_open(db, readonly=False).import_jsonl(path)} records from {path}")
+    from .legacy_keys import upgrade
+
+    database = _open(db, readonly=False)
+    count = database.import_jsonl(path)
+    upgrade(database)             # an export of an older version brings its legacy keys
+    click.echo(f"imported {count} records from {path}")
 
 
 @db.command()

@@ -244,7 +244,7 @@ def _tune_plan(path: str, trials: int, tuner: str, db: str | None, seed: int | N
 
 @click.command()
 @click.argument("op", required=False)
-@click.option("--shape", help="NAME=INT[,NAME=INT...], e.g. M=1024,N=1024,K=1024")
+@click.option("--shape", help="NAME=VALUE[,NAME=VALUE...], e.g. M=1024,N=1024,K=1024 or eps=1e-05 (INT:INT a tuple)")
 @click.option("--plan", "plan", type=click.Path(), help="JSON file of tasks tuned in one job (shares --trials).")
 @click.option("--dtype", default="float32", show_default=True)
 @click.option("--target", default="llvm", show_default=True,

@@ -1,8 +1,9 @@
 """The runtime: `autotune.load` gives a program the best known kernel for an op at a shape.
 
-Lookup order: the best valid record for this exact workload and target; else the best record of
-the nearest tuned shape of the same op whose config is legal here; else the template's default
-config. Each fallback warns once per workload, naming what was used. The database is opened
+Lookup order: the best valid record for this exact workload and target (in a database written
+before float parameters were floats, under its old key: `autotune.legacy_keys`); else the best
+record of the nearest tuned shape of the same op whose config is legal here; else the template's
+default config. Each fallback warns once per workload, naming what was used. The database is opened
 read-only; kernels come from the memory LRU, else the disk cache, else a compile.
 """
 from __future__ import annotations
@@ -20,6 +21,7 @@ import numpy as np
 from .codegen import compile_for, load_compiled
 from .errors import InstantiationError
 from .kernel_cache import DiskCache, MemoryCache, entry_key
+from .legacy_keys import current_summaries
 from .schedules.task import Task, create_task
 
 _MEMORY = MemoryCache()           # (workload, target, config) -> compiled function
@@ -97,21 +99,31 @@ def _log_scale(x: int) -> float:
     return math.copysign(math.log2(1 + abs(x)), x)
 
 
-def _distance(a: dict[str, Any], b: dict[str, Any]) -> float:
-    """How far apart two shapes of one op are: the summed log-ratio of their parameters (tuples
-    element by element); inf when a parameter differs in kind or length, so no such shape is nearest."""
+def _distance(a: dict[str, Any], b: dict[str, Any]) -> tuple[float, int]:
+    """How far apart two shapes of one op are: the summed log-ratio of their size parameters
+    (tuples element by element; inf when a parameter differs in kind or length, so no such shape
+    is nearest), then how many float parameters differ.
+
+    A float parameter (eps, scale, a pad value) changes the numbers computed, not the loop nest,
+    and the config borrowed is compiled with this task's own values: a shape tuned at another eps
+    is as good a guide as one tuned at this eps, so the count only breaks ties between shapes."""
     if a.keys() != b.keys():
-        return math.inf
-    total = 0.0
+        return math.inf, 0
+    total, floats = 0.0, 0
     for name, x in a.items():
         y = b[name]
+        if isinstance(x, float) or isinstance(y, float):
+            if not (isinstance(x, float) and isinstance(y, float)):
+                return math.inf, 0
+            floats += x != y
+            continue
         if isinstance(x, tuple) != isinstance(y, tuple):
-            return math.inf
+            return math.inf, 0
         xs, ys = (x, y) if isinstance(x, tuple) else ((x,), (y,))
         if len(xs) != len(ys):
-            return math.inf
+            return math.inf, 0
         total += sum(abs(_log_scale(p) - _log_scale(q)) for p, q in zip(xs, ys))
-    return total
+    return total, floats
 
 
 def _first_legal(task: Task, records: list, limit: int = 32) -> int | None:
@@ -126,24 +138,39 @@ def _first_legal(task: Task, records: list, limit: int = 32) -> int | None:
     return None
 
 
+def _nearest(task: Task, db: Any, shapes: list[tuple[str, Any]]) -> tuple[int, str, None] | None:
+    """The best legal config of the nearest other tuned shape; `shapes` are (stored key, summary
+    under its current key) of the op's workloads."""
+    ranked = sorted((_distance(w.params, task.params), stored, w) for stored, w in shapes
+                    if w.target_key == task.target_key and w.dtype == task.dtype and w.key != task.workload_key)
+    for (size, _), stored, w in ranked:
+        if not math.isfinite(size):
+            break
+        index = _first_legal(task, db.records(stored, task.target_key, ok_only=True))
+        if index is not None:
+            _warn_once(task, f"autotune: no tuned record for {task.workload_key}; using the config tuned "
+                             f"for the nearest shape {w.key}")
+            return index, f"nearest:{w.key}", None
+    return None
+
+
 def _choose(task: Task, db: Any) -> tuple[int, str, float | None]:
     """(config index, provenance, expected GFLOP/s) by the lookup order above."""
     if db is not None:
-        best = db.best(task.workload_key, task.target_key)
+        best, shapes = db.best(task.workload_key, task.target_key), None
+        if best is None:        # a database not yet upgraded may hold it under its legacy key
+            shapes = current_summaries(db.workloads(op=task.name))
+            stored = next((k for k, w in shapes
+                           if w.key == task.workload_key and w.target_key == task.target_key), None)
+            best = db.best(stored, task.target_key) if stored is not None else None
         if best is not None:
             try:
                 return task.config(best.config).index, "tuned", task.flop / best.cost / 1e9
             except InstantiationError:
                 pass  # a record of an older template version: fall through
-        others = [w for w in db.workloads(op=task.name)
-                  if w.target_key == task.target_key and w.dtype == task.dtype and w.key != task.workload_key
-                  and math.isfinite(_distance(w.params, task.params))]
-        for w in sorted(others, key=lambda w: _distance(w.params, task.params)):
-            index = _first_legal(task, db.records(w.key, task.target_key, ok_only=True))
-            if index is not None:
-                _warn_once(task, f"autotune: no tuned record for {task.workload_key}; using the config tuned "
-                                 f"for the nearest shape {w.key}")
-                return index, f"nearest:{w.key}", None
+        found = _nearest(task, db, shapes if shapes is not None else current_summaries(db.workloads(op=task.name)))
+        if found is not None:
+            return found
     index = next((i for i in range(len(task.config_space)) if task.is_valid(i)), None)
     if index is None:
         raise InstantiationError(f"{task.workload_key}: every config of the template's space is invalid "
@@ -175,21 +202,24 @@ def load(op: str, target: str = "llvm", db: Any = None, dtype: str = "float32", 
     """
     params = {name: _param_value(op, name, value) for name, value in params.items()}
     db_key = db if isinstance(db, (str, type(None))) else id(db)
-    key = (op, target, db_key, dtype, tuple(sorted(params.items())))
+    # with each value's type: M=64.0 must not find the kernel of M=64 (64.0 == 64), but fail as create_task would
+    key = (op, target, db_key, dtype, tuple(sorted((name, type(v).__name__, v) for name, v in params.items())))
     return _RESOLVED.get_or_create(key, lambda: _resolve(op, target, db, dtype, params))
 
 
-def _param_value(op: str, name: str, value: Any) -> int | tuple[int, ...]:
-    """A shape parameter as tasks hold it, checked before it keys the resolved-kernel cache
-    (where 64.0 == 64 would otherwise find the kernel of M=64)."""
+def _param_value(op: str, name: str, value: Any) -> int | float | tuple[int, ...]:
+    """A parameter as tasks hold it (numpy scalars become Python's), checked before it keys the
+    resolved-kernel cache; create_task then checks it is of the kind the template takes."""
     def is_int(v: Any) -> bool:
         return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 
     if is_int(value):
         return int(value)
+    if isinstance(value, (float, np.floating)):
+        return float(value)
     if isinstance(value, (tuple, list)) and all(is_int(v) for v in value):
         return tuple(int(v) for v in value)
-    raise TypeError(f"load({op!r}): parameter {name} must be an int or a tuple of ints, got {value!r}")
+    raise TypeError(f"load({op!r}): parameter {name} must be an int, a float or a tuple of ints, got {value!r}")
 
 
 def _db_stamp(db: Any) -> list | None:

@@ -99,18 +99,19 @@ def tolerant_loads(text: str | bytes) -> Any:
         return Unreadable(str(e))
 
 
-def check_params(params: Any, what: str = "params") -> dict[str, int | tuple[int, ...]]:
-    """A task's shape parameters: names to 64-bit ints or lists of them (tuples in Python)."""
+def check_params(params: Any, what: str = "params") -> dict[str, int | float | tuple[int, ...]]:
+    """A task's parameters: names to 64-bit ints, lists of them (tuples in Python), or finite floats."""
     if not isinstance(params, dict):
         raise ValueError(f"{what}: expected a JSON object, got {_kind(params)}")
-    out: dict[str, int | tuple[int, ...]] = {}
+    out: dict[str, int | float | tuple[int, ...]] = {}
     for name, value in params.items():
-        if is_int(value):
+        if is_int(value) or (isinstance(value, float) and math.isfinite(value)):
             out[name] = value
         elif isinstance(value, (list, tuple)) and all(is_int(v) for v in value):
             out[name] = tuple(value)
         else:
-            raise ValueError(f"{what}[{name!r}]: expected an integer or a list of integers, got {short_repr(value)}")
+            raise ValueError(f"{what}[{name!r}]: expected an integer, a list of integers or a finite float, "
+                             f"got {short_repr(value)}")
     return out
 
 

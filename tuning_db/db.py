@@ -27,6 +27,7 @@ from .engine import (WRITE_OPTION, check_file, in_memory, install_sqlite_hooks, 
                      sqlite_file_engine, url_engine)
 from .jsonl import export_records, import_lines, read_jsonl
 from .records import RUN_STATUSES, Record, RunInfo, TuningDBError, WorkloadSummary
+from .rekey import Rekey, rekey
 from .schema import (SCHEMA_VERSION, UPGRADES, VERSION_TABLES, ClaimRow, Meta, RecordRow, RunRow, TargetRow,
                      WorkloadRow, get_or_create, key_id, record_row, to_record, workload_params)
 
@@ -360,6 +361,13 @@ class TuningDB:
         lines = read_jsonl(path)   # every line validated before the transaction starts
         with self._writing() as session:
             return import_lines(session, lines)
+
+    def rekey_workloads(self, new_key: Rekey) -> int:
+        """Rename stored workloads: `new_key(op, params, dtype)` gives a workload's (key, params) as
+        the client writes them now, or None to keep it. One transaction; a workload renamed to a key
+        stored already is merged into it (see `tuning_db.rekey`). Returns the count renamed."""
+        with self._writing() as session:
+            return rekey(session, new_key)
 
     def compact(self, top_k: int = 10) -> int:
         """Keep the top_k best ok records per (workload, target) and every run; delete the rest.

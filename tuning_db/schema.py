@@ -1,9 +1,10 @@
 """The tables of the tuning database (SQLAlchemy 2.x ORM), the schema version they make, and
 how a `Record` maps onto a row.
 
-Change a table, bump SCHEMA_VERSION and add the step from the last version to UPGRADES: an older
-database is upgraded when a writer opens it (readers read it as it is), and a newer one is
-refused on open rather than misread. Every JSON column holds plain JSON (dicts, lists, numbers); nothing is pickled.
+Change a table or what a column may hold, bump SCHEMA_VERSION and add the step from the last
+version to UPGRADES: an older database is upgraded when a writer opens it (readers read it as it
+is), and a newer one is refused on open rather than misread. Every JSON column holds plain JSON
+(dicts, lists, numbers); nothing is pickled.
 Times are float unix seconds, like the measurement timestamps they sit beside.
 """
 from __future__ import annotations
@@ -17,7 +18,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 from .boundary import check_params
 from .records import KEY_LENGTH, Record, TuningDBError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 class Base(DeclarativeBase):
@@ -110,9 +111,11 @@ class ClaimRow(Base):
 
 
 TABLES = frozenset(Base.metadata.tables)
-# The tables each older version has, and the step that brings it to the next version.
-VERSION_TABLES = {1: TABLES - {"claims"}, 2: TABLES}
-UPGRADES = {1: lambda conn: ClaimRow.__table__.create(conn)}
+# The tables each version has, and the step that brings it to the next version. Version 3 changes
+# no table: a workload's params may hold floats from it on, which version 2 refuses as invalid, so
+# the number keeps an older library from reading such workloads as if they were not there.
+VERSION_TABLES = {1: TABLES - {"claims"}, 2: TABLES, 3: TABLES}
+UPGRADES = {1: lambda conn: ClaimRow.__table__.create(conn), 2: lambda conn: None}
 
 
 def record_row(record: Record, run_id: int, workload_id: int, target_id: int) -> dict[str, Any]:

@@ -12,7 +12,6 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..runtime import load
-from ..schedules.cpu.movement import encode_value
 from ..topi.movement import normalize_perm, slice_ranges
 from .checks import arrays as checked_arrays, contiguous
 
@@ -65,7 +64,7 @@ def pad(x: np.ndarray, pad_width: Any, value: float = 0.0, db: Any = None) -> np
     if np.dtype(dtype).kind != "f" and not float(value).is_integer():
         raise TypeError(f"pad: argument value {value} is not representable in x's dtype {dtype}")
     kernel = load("pad", db=db, dtype=dtype, shape=x.shape, pad_before=before, pad_after=after,
-                  value=encode_value(value))
+                  value=float(value))
     return kernel(np.ascontiguousarray(x))
 
 

@@ -2,9 +2,9 @@
 
 Row ops (softmax, log_softmax, layer_norm, rms_norm) normalize over the last axis of an array of
 any rank: the array is viewed as rows x row length, which is the kernel's (M, N) workload.
-Float arguments (eps, scale) become int task parameters through `encode_float` (mantissa,
-exponent), so a workload key reads e.g. `layer_norm(M=4096,N=1024,eps=1:-5)float32`; attention's
-default scale 1/sqrt(head_dim) is the parameter (0, 0), whether implicit or passed explicitly.
+Float arguments (eps, scale) are float task parameters, so a workload key reads e.g.
+`layer_norm(M=4096,N=1024,eps=1e-05)float32`; attention's default scale 1/sqrt(head_dim) is the
+parameter 0.0, whether implicit or passed explicitly.
 """
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ import numpy as np
 
 from ..runtime import load
 from ..schedules.cpu.nn import DEFAULT_SCALE
-from ..schedules.float_params import encode_float
 from .checks import arrays as _arrays, contiguous as _contiguous, float_dtype
+
 
 def _float_param(op: str, name: str, value: Any, positive: bool = False) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
@@ -68,8 +68,7 @@ def layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float = 
     _, n = _rows("layer_norm", x)
     _check_feature("layer_norm", "gamma", gamma, n, x.shape)
     _check_feature("layer_norm", "beta", beta, n, x.shape)
-    e = encode_float(_float_param("layer_norm", "eps", eps))
-    return _row_op("layer_norm", x, (gamma, beta), db, eps=e)
+    return _row_op("layer_norm", x, (gamma, beta), db, eps=_float_param("layer_norm", "eps", eps))
 
 
 def rms_norm(x: np.ndarray, gamma: np.ndarray, eps: float = 1e-6, db: Any = None) -> np.ndarray:
@@ -78,8 +77,7 @@ def rms_norm(x: np.ndarray, gamma: np.ndarray, eps: float = 1e-6, db: Any = None
     float_dtype("rms_norm", dtype, "x and gamma")
     _, n = _rows("rms_norm", x)
     _check_feature("rms_norm", "gamma", gamma, n, x.shape)
-    e = encode_float(_float_param("rms_norm", "eps", eps))
-    return _row_op("rms_norm", x, (gamma,), db, eps=e)
+    return _row_op("rms_norm", x, (gamma,), db, eps=_float_param("rms_norm", "eps", eps))
 
 
 def batch_norm(x: np.ndarray, mean: np.ndarray, var: np.ndarray, gamma: np.ndarray, beta: np.ndarray,
@@ -93,7 +91,7 @@ def batch_norm(x: np.ndarray, mean: np.ndarray, var: np.ndarray, gamma: np.ndarr
         if t.shape != (c,):
             raise ValueError(f"batch_norm: argument {name} must have shape ({c},) (one value per channel of x "
                              f"{x.shape}), got {t.shape}")
-    e = encode_float(_float_param("batch_norm", "eps", eps))
+    e = _float_param("batch_norm", "eps", eps)
     if x.size == 0:
         return np.empty_like(x)
     N, C, H, W = x.shape
@@ -139,7 +137,7 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool = False,
     if not isinstance(causal, (bool, np.bool_)):
         raise TypeError(f"attention: causal must be a bool, got {type(causal).__name__} {causal!r}")
     value = None if scale is None else _float_param("attention", "scale", scale, positive=True)
-    sc = DEFAULT_SCALE if value is None or (D and value == 1.0 / math.sqrt(D)) else encode_float(value)
+    sc = DEFAULT_SCALE if value is None or (D and value == 1.0 / math.sqrt(D)) else value
     if q.size == 0:
         return np.empty_like(q)
     if Sk == 0:

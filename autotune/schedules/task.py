@@ -43,13 +43,16 @@ class Template:
     target: str
     shape_params: tuple[str, ...] = field(default=())
     defaults: dict[str, Any] = field(default_factory=dict)     # shape parameters that may be left out
-    param_kinds: dict[str, str] = field(default_factory=dict)  # "int", or "int_or_tuple" (annotated Any/tuple/none)
+    param_kinds: dict[str, str] = field(default_factory=dict)  # "int", "float", or "int_or_tuple" (Any/tuple/none)
+
+
+PARAM_KINDS = {"int": "int", int: "int", "float": "float", float: "float"}   # else "int_or_tuple"
 
 
 def _param_kind(annotation: Any) -> str:
     """What a parameter annotated `annotation` accepts (annotations are strings under
-    `from __future__ import annotations`): int only, or an int or a tuple of ints."""
-    return "int" if annotation in ("int", int) else "int_or_tuple"
+    `from __future__ import annotations`): an int, a float, or an int or a tuple of ints."""
+    return PARAM_KINDS.get(annotation, "int_or_tuple")
 
 
 TEMPLATES: dict[tuple[str, str], Template] = {}
@@ -115,8 +118,12 @@ def longest_reduction(args: list[Tensor]) -> int:
 
 
 def param_text(value: Any) -> str:
-    """A parameter as written in keys and on the command line: 5, or 5:37 for a tuple."""
-    return ":".join(map(str, value)) if isinstance(value, tuple) else str(value)
+    """A parameter as written in keys and on the command line: 5, 5:37 for a tuple, 1e-05 for a
+    float. A float is its repr, the shortest text that reads back as the same float: the same
+    on every machine and Python since 3.1, so a key made anywhere finds the records made elsewhere."""
+    if isinstance(value, tuple):
+        return ":".join(map(str, value))
+    return repr(value) if isinstance(value, float) else str(value)
 
 
 def workload_key(op: str, params: dict[str, Any], dtype: str) -> str:
@@ -297,10 +304,11 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _check_param(op: str, name: str, value: Any, kind: str) -> int | tuple[int, ...]:
-    """`value` as the template takes it (a list becomes a tuple). ValueError for an int too large
-    to be any size or float (past 2**1023; past 4300 digits it could not even be printed);
-    TypeError for a value of the wrong kind (a bool is not an int)."""
+def _check_param(op: str, name: str, value: Any, kind: str) -> int | float | tuple[int, ...]:
+    """`value` as the template takes it (a list becomes a tuple, an int for a float parameter a
+    float). ValueError for an int too large to be any size or float (past 2**1023; past 4300
+    digits it could not even be printed) and for a float that is not finite; TypeError for a
+    value of the wrong kind (a bool is not an int)."""
     if isinstance(value, list):
         value = tuple(value)
     items = value if isinstance(value, tuple) else (value,)
@@ -308,11 +316,24 @@ def _check_param(op: str, name: str, value: Any, kind: str) -> int | tuple[int, 
     if largest >= MAX_PARAM:
         raise ValueError(f"{op}: parameter {name} must be below 2**1023 in magnitude, "
                          f"got an int of {largest.bit_length()} bits")
+    if kind == "float":
+        return _check_float(op, name, value)
     if kind == "int" and not _is_int(value):
         raise TypeError(f"{op}: parameter {name} must be an int, got {_shown(value)}")
     if not all(map(_is_int, items)):
         raise TypeError(f"{op}: parameter {name} must be an int (or a tuple of ints), got {_shown(value)}")
     return value
+
+
+def _check_float(op: str, name: str, value: Any) -> float:
+    """A float parameter as a finite float; -0.0 becomes 0.0 (they compare equal, so they are one
+    workload and must have one key)."""
+    if not (isinstance(value, float) or _is_int(value)):
+        raise TypeError(f"{op}: parameter {name} must be a float, got {_shown(value)}")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"{op}: parameter {name} must be a finite float, got {value}")
+    return value + 0.0
 
 
 def _shown(value: Any) -> str:

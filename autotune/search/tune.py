@@ -1,7 +1,8 @@
 """tune: search a task's config space with a named tuner, keeping every result in the database.
 
-Resume: configs already in the database for this workload and target are never measured again,
-and their results warm-start the tuner. Transfer: records of other shapes of the same op warm-start
+Resume: configs already in the database for this workload and target are never measured again
+(also those stored under its key from before float parameters were floats, renamed first), and
+their results warm-start the tuner. Transfer: records of other shapes of the same op warm-start
 the model-guided tuner's IR model.
 """
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from ..legacy_keys import upgrade
 from ..measure import MeasureOptions, Measurer
 from ..measure.types import ErrorKind, MeasureResult
 from ..schedules.task import Task, create_task
@@ -115,6 +117,7 @@ def tune(task: Task, trials: int = 64, tuner: str = "xgb", db: Any = None, early
     _check_task(task, measurer)
     check_tune_args(trials, batch_size, seed)
     database = _open_db(db)
+    upgrade(database)             # records stored under a legacy key become this task's (autotune.legacy_keys)
     strategy, best_prev = _resume(task, tuner, database, seed)
     run_id = database.start_run(task.workload_key, task.name, task.params, task.dtype, task.target_key, tuner,
                                 trials, seed)
@@ -171,6 +174,7 @@ def tune_tasks(tasks: Sequence[Task], weights: Sequence[float] | None = None, tr
                              f"got {w!r}")
     check_tune_args(trials, batch_size, seed)
     database = _open_db(db)
+    upgrade(database)             # as in tune: records under legacy keys are resumed
     states, runs = [], {}
     for task, w, name in zip(tasks, weights, tuners):
         strategy, best_prev = _resume(task, name, database, seed)

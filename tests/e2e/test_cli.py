@@ -68,7 +68,7 @@ def test_ops_lists_the_templates():
                "concat", "slice", "take", "conv1d", "conv2d_nhwc", "conv2d_grouped", "conv2d_bias_relu",
                "conv2d_bn", "dense_gelu"}
     assert library <= {r["op"] for r in rows}
-    assert next(r for r in rows if r["op"] == "layer_norm")["defaults"] == {"eps": "1:-5"}
+    assert next(r for r in rows if r["op"] == "layer_norm")["defaults"] == {"eps": "1e-05"}
     assert all(not r["op"].startswith("testing.") for r in rows)
 
 
@@ -148,7 +148,7 @@ def test_op_library_ops_tune_from_the_cli_and_load_as_tuned(tmp_path):
     cli("tune", "layer_norm", "--shape", "M=33,N=77", "--trials", "4", "--tuner", "random", "--db", db)
     cli("tune", "sum", "--shape", "shape=5:37,axes=1,keepdims=0", "--trials", "4", "--tuner", "random", "--db", db)
     rows = json.loads(cli("db", "workloads", "--db", db, "--json").stdout)
-    assert {r["key"] for r in rows} == {"layer_norm(M=33,N=77,eps=1:-5)float32",
+    assert {r["key"] for r in rows} == {"layer_norm(M=33,N=77,eps=1e-05)float32",
                                         "sum(shape=5:37,axes=1,keepdims=0)float32"}
     assert {r["rate_unit"] for r in rows} == {"GB/s"} and all(r["best_rate"] > 0 for r in rows)   # memory-bound
     runtime.clear_caches()

@@ -55,7 +55,8 @@ def test_templates_record_what_each_parameter_accepts():
     _load_templates()
     assert TEMPLATES[("matmul", "llvm")].param_kinds == {"M": "int", "N": "int", "K": "int"}
     assert TEMPLATES[("sum", "llvm")].param_kinds["shape"] == "int_or_tuple"
-    assert TEMPLATES[("layer_norm", "llvm")].param_kinds["eps"] == "int_or_tuple"
+    assert TEMPLATES[("layer_norm", "llvm")].param_kinds["eps"] == "float"
+    assert TEMPLATES[("pad", "llvm")].param_kinds["value"] == "float"
 
 
 def test_a_tuple_for_an_int_parameter_is_one_line(env):
@@ -118,6 +119,26 @@ def test_astronomical_ints_are_refused_not_crashed_on():
 ])
 def test_shape_text_is_checked(shape, message):
     assert_usage_error(*tune(shape), message)
+
+
+@pytest.mark.parametrize("op, shape, message", [
+    ("matmul", "M=1.5,N=3,K=4", "matmul: parameter M must be an int, got float 1.5"),
+    ("matmul", "M=4e3,N=3,K=4", "matmul: parameter M must be an int, got float 4000.0"),
+    ("layer_norm", "M=4,N=8,eps=1:-5", r"layer_norm: parameter eps must be a float, got tuple (1, -5)"),
+    ("layer_norm", "M=4,N=8,eps=1e999", "layer_norm: parameter eps must be a finite float, got inf"),
+    ("layer_norm", "M=4,N=8,eps=nan", "malformed --shape item 'eps=nan'"),
+    ("layer_norm", "M=4,N=8,eps=1.5:2", "malformed --shape item 'eps=1.5:2'"),
+])
+def test_a_float_where_the_op_takes_another_kind_is_one_line(env, op, shape, message):
+    assert_usage_error(*cli("tune", op, "--shape", shape, "--db", str(env / "t.db")), message)
+
+
+def test_float_parameters_on_the_command_line_key_the_database(env):
+    db = env / "t.db"
+    code, err = cli("tune", "layer_norm", "--shape", "M=4,N=8,eps=1e-06", "--trials", "1", "--tuner", "grid",
+                    "--db", str(db))
+    assert code == 0, err
+    assert [w.key for w in TuningDB(db, readonly=True).workloads()] == ["layer_norm(M=4,N=8,eps=1e-06)float32"]
 
 
 # -- numbers SQLite must store -----------------------------------------------------------------

@@ -52,7 +52,7 @@ CPU_SHAPES = {
     "max_pool2d": dict(shape=(2, 3, 13, 17), kernel=(3, 3), stride=(2, 2), padding=(1, 1)),
     "avg_pool2d": dict(shape=(1, 2, 9, 23), kernel=(2, 3), stride=(1, 2), padding=(1, 1)),
     "global_avg_pool": dict(shape=(2, 3, 7, 9)), "transpose": dict(shape=(5, 7, 19), axes=(2, 0, 1)),
-    "pad": dict(shape=(5, 19), pad_before=(1, 2), pad_after=(0, 3), value=(-15, -1)),
+    "pad": dict(shape=(5, 19), pad_before=(1, 2), pad_after=(0, 3), value=-1.5),
     "concat": dict(shape=(5, 37), axis=1, sizes=(10, 20, 7)),
     "slice": dict(shape=(9, 37), begin=(1, -3), end=(8, 2), step=(2, -3)),
     "take": dict(weight_shape=(11, 37), indices_shape=(3, 5)), "argmax": dict(shape=(7, 37), axes=1, keepdims=0),

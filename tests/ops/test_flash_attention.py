@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 import autotune
 import autotune.te as te
 from autotune.schedules.cpu.nn import attention_reference
-from autotune.schedules.float_params import encode_float
 from autotune.topi.flash_attention import Tiling, flash_attention
 
 
@@ -35,7 +34,7 @@ def test_flash_attention_matches_numpy(sizes, tiling, causal, scale):
     arrays = [rng.standard_normal(t.shape).astype("float32") for t in (q, k, v)]
     out = np.full(O.shape, np.nan, "float32")
     f(*arrays, out)
-    scale_param = (0, 0) if scale is None else encode_float(scale)
+    scale_param = 0.0 if scale is None else scale
     want = attention_reference(*(a.astype("float64") for a in arrays), causal=int(causal), scale=scale_param)
     np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
 

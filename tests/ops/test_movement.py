@@ -6,8 +6,6 @@ import pytest
 
 import autotune
 from autotune.ops import movement as ops
-from autotune.schedules.cpu.movement import encode_value
-from autotune.schedules.float_params import decode_float
 
 RNG = np.random.default_rng(3)
 
@@ -39,12 +37,13 @@ def test_pad_matches_numpy(pad_width, value):
     np.testing.assert_array_equal(ops.pad(x, pad_width, value), np.pad(x, pad_width, constant_values=value))
 
 
-def test_pad_integers_and_the_value_encoding():
+def test_pad_integers_and_the_value_a_float_parameter():
     x = RNG.integers(-9, 9, size=(4, 7)).astype(np.int32)
     widths = ((1, 0), (0, 2))
     np.testing.assert_array_equal(ops.pad(x, widths, value=-3), np.pad(x, widths, constant_values=-3))
-    for v in (0.0, -1.5, 1e-30, 3.25, 2.0 ** 40):
-        assert decode_float(encode_value(v), "pad", "value") == v
+    for v, text in ((0, "0.0"), (-1.5, "-1.5"), (1e-30, "1e-30"), (2.0 ** 40, "1099511627776.0")):
+        task = autotune.create_task("pad", shape=(3,), pad_before=(1,), pad_after=(0,), value=v)
+        assert task.workload_key == f"pad(shape=3,pad_before=1,pad_after=0,value={text})float32"
 
 
 @pytest.mark.parametrize("axis,parts", [(0, [2, 3]), (1, [4, 1, 7]), (-1, [5, 5])])
@@ -85,7 +84,7 @@ def test_take_and_embedding():
 
 @pytest.mark.parametrize("op,params", [
     ("transpose", dict(shape=(5, 7, 19), axes=(2, 0, 1))),
-    ("pad", dict(shape=(5, 19), pad_before=(1, 2), pad_after=(0, 3), value=(-15, -1))),
+    ("pad", dict(shape=(5, 19), pad_before=(1, 2), pad_after=(0, 3), value=-1.5)),
     ("concat", dict(shape=(5, 37), axis=1, sizes=(10, 20, 7))),
     ("concat", dict(shape=(9, 5), axis=0, sizes=(4, 5))),
     ("slice", dict(shape=(9, 37), begin=(1, -3), end=(8, 2), step=(2, -3))),

@@ -12,7 +12,6 @@ from autotune.codegen import build_module
 from autotune.ir.functor import walk
 from autotune.ir.nodes import Allocate, Broadcast, For, ForKind, Load, Ramp, Store
 from autotune.ops import nn as ops
-from autotune.schedules.float_params import decode_float, encode_float
 
 RNG = np.random.default_rng(11)
 
@@ -115,7 +114,7 @@ def test_attention_default_scale_is_one_workload(monkeypatch):
     q, k, v = rand(1, 1, 5, 16), rand(1, 1, 7, 16), rand(1, 1, 7, 16)
     a, b = ops.attention(q, k, v), ops.attention(q, k, v, scale=0.25)
     ops.attention(q, k, v, scale=0.5)
-    assert seen == [(0, 0), (0, 0), (5, -1)]
+    assert seen == [0.0, 0.0, 0.5]
     np.testing.assert_array_equal(a, b)
 
 
@@ -123,12 +122,12 @@ def test_attention_default_scale_is_one_workload(monkeypatch):
 TEMPLATE_CASES = [
     ("softmax", dict(M=5, N=37)),
     ("log_softmax", dict(M=4, N=53)),
-    ("layer_norm", dict(M=5, N=37, eps=(1, -5))),
-    ("rms_norm", dict(M=3, N=71, eps=(1, -6))),
-    ("batch_norm", dict(N=2, C=3, H=5, W=7, eps=(1, -5))),
+    ("layer_norm", dict(M=5, N=37, eps=1e-5)),
+    ("rms_norm", dict(M=3, N=71, eps=1e-6)),
+    ("batch_norm", dict(N=2, C=3, H=5, W=7, eps=1e-5)),
     ("cross_entropy", dict(N=7, C=37)),
-    ("attention", dict(batch=1, heads=2, seq_q=13, seq_k=37, head_dim=19, causal=0, scale=(0, 0))),
-    ("attention", dict(batch=2, heads=1, seq_q=11, seq_k=29, head_dim=8, causal=1, scale=(3, -1))),
+    ("attention", dict(batch=1, heads=2, seq_q=13, seq_k=37, head_dim=19, causal=0, scale=0.0)),
+    ("attention", dict(batch=2, heads=1, seq_q=11, seq_k=29, head_dim=8, causal=1, scale=0.3)),
 ]
 
 
@@ -187,8 +186,8 @@ def _is_contiguous(index):
 
 @pytest.mark.parametrize("op, params", [
     ("softmax", dict(M=64, N=1024)), ("log_softmax", dict(M=64, N=1000)),
-    ("layer_norm", dict(M=64, N=1024, eps=(1, -5))), ("rms_norm", dict(M=64, N=999, eps=(1, -6))),
-    ("cross_entropy", dict(N=64, C=1000)), ("batch_norm", dict(N=2, C=8, H=28, W=28, eps=(1, -5))),
+    ("layer_norm", dict(M=64, N=1024, eps=1e-5)), ("rms_norm", dict(M=64, N=999, eps=1e-6)),
+    ("cross_entropy", dict(N=64, C=1000)), ("batch_norm", dict(N=2, C=8, H=28, W=28, eps=1e-5)),
 ])
 def test_row_ops_are_fused_vectorized_without_gathers(op, params):
     func = _lowered(op, **params)
@@ -218,7 +217,7 @@ def test_attention_memory_does_not_grow_with_the_sequence(causal):
     rows, the same for 96 keys as for 4096; every vector loop vectorizes (the helper errors on a
     scalar fallback), and only the packing of K reads strided."""
     short, long = (_lowered("attention", batch=1, heads=2, seq_q=64, seq_k=sk, head_dim=32, causal=causal,
-                            scale=(0, 0)) for sk in (96, 4096))
+                            scale=0.0) for sk in (96, 4096))
     assert _local_allocs(short) == _local_allocs(long)
     assert max(size for _, size in _local_allocs(long)) <= 32 * 64
     for func in (short, long):
@@ -231,21 +230,26 @@ def test_attention_memory_does_not_grow_with_the_sequence(causal):
 
 
 # -- float parameters ----------------------------------------------------------------------------
-@pytest.mark.parametrize("x, enc", [(1e-5, (1, -5)), (1e-12, (1, -12)), (0.125, (125, -3)), (0.0, (0, 0)),
-                                    (2.5e-6, (25, -7)), (300.0, (3, 2)), (-0.5, (-5, -1))])
-def test_float_parameters_round_trip(x, enc):
-    assert encode_float(x) == enc
-    assert decode_float(enc, "op", "eps") == x
-    y = 1 / math.sqrt(80)
-    assert decode_float(encode_float(y), "op", "scale") == y
-    assert decode_float(3, "op", "eps") == 3.0          # a plain int is its own value
+@pytest.mark.parametrize("eps, text", [(1e-5, "1e-05"), (1e-12, "1e-12"), (0.125, "0.125"), (0, "0.0"), (-0.0, "0.0"),
+                                       (2.5e-6, "2.5e-06"), (300, "300.0"), (1 / math.sqrt(80), "0.11180339887498948")])
+def test_float_parameters_are_floats_in_keys(eps, text):
+    task = autotune.create_task("layer_norm", M=4, N=8, eps=eps)
+    assert task.params["eps"] == eps and type(task.params["eps"]) is float
+    assert task.workload_key == f"layer_norm(M=4,N=8,eps={text})float32"
+    assert float(text) == eps                              # the key's text reads back as the same float
 
 
-def test_template_rejects_a_bad_eps():
-    with pytest.raises(TypeError, match="layer_norm: parameter eps"):
-        autotune.create_task("layer_norm", M=4, N=8, eps=(1, -5, 0))
-    with pytest.raises(ValueError, match="layer_norm: eps must be finite and >= 0"):
-        autotune.create_task("layer_norm", M=4, N=8, eps=(-1, -5))
+@pytest.mark.parametrize("eps, error, message", [
+    ((1, -5), TypeError, r"layer_norm: parameter eps must be a float, got tuple \(1, -5\)"),
+    ("1e-5", TypeError, "layer_norm: parameter eps must be a float, got str '1e-5'"),
+    (True, TypeError, "layer_norm: parameter eps must be a float, got bool True"),
+    (math.nan, ValueError, "layer_norm: parameter eps must be a finite float, got nan"),
+    (-math.inf, ValueError, "layer_norm: parameter eps must be a finite float, got -inf"),
+    (-1e-5, ValueError, "layer_norm: eps must be finite and >= 0, got -1e-05"),
+])
+def test_template_rejects_a_bad_eps(eps, error, message):
+    with pytest.raises(error, match=message):
+        autotune.create_task("layer_norm", M=4, N=8, eps=eps)
 
 
 # -- bad input -----------------------------------------------------------------------------------

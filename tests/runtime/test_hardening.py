@@ -54,7 +54,7 @@ def test_nearest_shape_of_a_tuple_parameter_through_the_cli(env):
 @pytest.mark.parametrize("op, tuned, wanted, call", [
     ("add", {"a_shape": (64, 64), "b_shape": (64, 64)}, {"a_shape": (32, 33), "b_shape": (32, 33)},
      lambda x, db: (ops.add(x, x, db=db), x + x)),
-    ("layer_norm", {"M": 64, "N": 64, "eps": (1, -5)}, {"M": 32, "N": 33, "eps": (1, -5)},
+    ("layer_norm", {"M": 64, "N": 64, "eps": 1e-5}, {"M": 32, "N": 33, "eps": 1e-5},
      lambda x, db: (ops.layer_norm(x, np.ones(33, np.float32), np.zeros(33, np.float32), db=db),
                     (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5))),
 ])
@@ -68,6 +68,35 @@ def test_nearest_shape_for_every_parameter_kind(env, op, tuned, wanted, call):
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
     assert any("nearest shape" in str(w.message) for w in caught), [str(w.message) for w in caught]
     assert autotune.load(op, db=db, **wanted).provenance.startswith("nearest:")
+
+
+def test_float_parameters_only_break_ties_between_nearest_shapes():
+    assert runtime._distance({"M": 64, "eps": 1e-5}, {"M": 64, "eps": 1e-6}) == (0.0, 1)
+    assert runtime._distance({"M": 64, "eps": 1e-5}, {"M": 32, "eps": 1e-5})[1] == 0
+    assert runtime._distance({"M": 64, "eps": 1e-5}, {"M": 64, "eps": (1, -5)})[0] == np.inf   # kinds differ
+
+
+def test_a_config_tuned_at_another_eps_is_the_nearest(env):
+    """The borrowed config is compiled with the caller's eps: only the schedule is borrowed."""
+    db = str(env / "t.db")
+    for eps in (1e-5, 1e-3):
+        tune(autotune.create_task("layer_norm", M=64, N=64, eps=eps), trials=2, tuner="grid", db=db,
+             measurer=FirstIsFastest())
+    assert autotune.load("layer_norm", db=db, M=64, N=65, eps=1e-5).provenance == \
+        "nearest:layer_norm(M=64,N=64,eps=1e-05)float32"      # sizes alike: the equal eps wins the tie
+    x = np.random.default_rng(2).standard_normal((64, 64)).astype(np.float32)
+    with pytest.warns(UserWarning, match=r"nearest shape layer_norm\(M=64,N=64,eps="):
+        y = ops.layer_norm(x, np.ones(64, np.float32), np.zeros(64, np.float32), eps=0.5, db=db)
+    np.testing.assert_allclose(y, (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 0.5),
+                               rtol=1e-4, atol=1e-5)
+
+
+def test_a_float_for_an_int_parameter_never_finds_the_int_kernel(env):
+    autotune.load("relu", shape=5)
+    with pytest.raises(TypeError, match=r"relu: parameter shape must be an int \(or a tuple of ints\), got float 5.0"):
+        autotune.load("relu", shape=5.0)
+    assert autotune.load("layer_norm", M=4, N=8, eps=np.float64(1e-5)).workload_key == \
+        "layer_norm(M=4,N=8,eps=1e-05)float32"
 
 
 def test_shapes_of_another_rank_are_not_nearest(env):

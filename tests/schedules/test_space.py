@@ -84,10 +84,10 @@ def test_a_task_imports_only_its_op_module():
 
 def test_parameters_with_a_template_default_may_be_left_out():
     short = autotune.create_task("layer_norm", M=7, N=9)
-    full = autotune.create_task("layer_norm", M=7, N=9, eps=(1, -5))
-    assert short.params == full.params == {"M": 7, "N": 9, "eps": (1, -5)}
-    assert short.workload_key == full.workload_key
-    assert autotune.create_task("layer_norm", M=7, N=9, eps=(1, -6)).workload_key != full.workload_key
+    full = autotune.create_task("layer_norm", M=7, N=9, eps=1e-5)
+    assert short.params == full.params == {"M": 7, "N": 9, "eps": 1e-5}
+    assert short.workload_key == full.workload_key == "layer_norm(M=7,N=9,eps=1e-05)float32"
+    assert autotune.create_task("layer_norm", M=7, N=9, eps=1e-6).workload_key != full.workload_key
 
 
 @pytest.mark.parametrize("kwargs, exc, match", [

@@ -89,14 +89,23 @@ def test_oversized_json_is_refused_before_parsing():
 
 
 @given(json_values)
-def test_check_params_accepts_only_ints_and_lists_of_ints(value):
+def test_check_params_accepts_only_ints_lists_of_ints_and_finite_floats(value):
     params = {"M": value}
     try:
         out = check_params(params)
     except ValueError as e:
         assert "'M'" in str(e)
         return
-    assert isinstance(out["M"], int) or all(isinstance(v, int) for v in out["M"])
+    m = out["M"]
+    assert (type(m) is int or (type(m) is float and math.isfinite(m))
+            or (type(m) is tuple and all(type(v) is int for v in m)))
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf, True, [1.5], "1e-05"])
+def test_check_params_refuses_what_no_task_parameter_is(value):
+    with pytest.raises(ValueError, match=r"params\['eps'\]: expected an integer, a list of integers or a finite float"):
+        check_params({"eps": value})
+    assert check_params({"eps": 1e-05, "M": 4, "shape": [5, 7]}) == {"eps": 1e-05, "M": 4, "shape": (5, 7)}
 
 
 @given(config_index=st.one_of(huge_ints, json_values), costs=st.one_of(st.lists(st.floats(), max_size=3), json_values),

@@ -2,9 +2,8 @@
 
 Shape parameters:
 - transpose: `shape`, `axes` (a permutation of the axes).
-- pad: `shape`, `pad_before`, `pad_after` (one entry per dimension) and `value`: an int, or
-  (mantissa, exponent) meaning mantissa * 10**exponent (the float convention of the nn ops:
-  `value=-15:-1` is -1.5 on the command line).
+- pad: `shape`, `pad_before`, `pad_after` (one entry per dimension) and `value`, a float
+  (`value=-1.5` on the command line; cast to the dtype, so an int dtype pads with whole values).
 - concat: `shape` (of the result), `axis`, `sizes` (each input's extent along `axis`; they sum
   to shape[axis]; 2 or more inputs).
 - slice: `shape`, `begin`, `end`, `step` (Python slice rules per dimension, negative allowed).
@@ -13,14 +12,12 @@ Shape parameters:
 """
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
 from ... import te
 from ...topi import movement as topi
-from ..float_params import decode_float, encode_float
 from ..generic import injective_schedule
 from ..task import template
 from .elementwise import as_shape
@@ -33,14 +30,6 @@ def _ints(v: Any, op: str, name: str, n: int | None = None) -> tuple[int, ...]:
         want = f"{n} ints" if n is not None else "a tuple of ints"
         raise ValueError(f"{op}: parameter {name} must be {want}, got {v!r}")
     return t
-
-
-def encode_value(v: float) -> int | tuple[int, int]:
-    """The task parameter of a pad value: the int itself when it is one, else (mantissa, exponent)."""
-    v = float(v)
-    if not math.isfinite(v):
-        raise ValueError(f"pad: value must be finite, got {v}")
-    return int(v) if v.is_integer() and abs(v) < 2 ** 31 else encode_float(v)
 
 
 def _transpose_reference(x: np.ndarray, axes: Any, **_: Any) -> np.ndarray:
@@ -85,17 +74,16 @@ def transpose_template(cfg: Any, shape: Any, axes: Any, dtype: str = "float32"):
     return s, [x, y]
 
 
-def _pad_reference(x: np.ndarray, pad_before: Any, pad_after: Any, value: Any, **_: Any) -> np.ndarray:
+def _pad_reference(x: np.ndarray, pad_before: Any, pad_after: Any, value: float, **_: Any) -> np.ndarray:
     widths = list(zip(_ints(pad_before, "pad", "pad_before"), _ints(pad_after, "pad", "pad_after")))
-    return np.pad(x, widths, constant_values=np.asarray(decode_float(value, "pad", "value")).astype(x.dtype))
+    return np.pad(x, widths, constant_values=np.asarray(value).astype(x.dtype))
 
 
 @template("pad", reference=_pad_reference, description="constant padding of x, per dimension before/after")
-def pad_template(cfg: Any, shape: Any, pad_before: Any, pad_after: Any, value: Any, dtype: str = "float32"):
+def pad_template(cfg: Any, shape: Any, pad_before: Any, pad_after: Any, value: float, dtype: str = "float32"):
     x = te.placeholder(as_shape(shape, "pad", "shape"), dtype, name="x")
     n = len(x.shape)
-    y = topi.pad(x, _ints(pad_before, "pad", "pad_before", n), _ints(pad_after, "pad", "pad_after", n),
-                 decode_float(value, "pad", "value"))
+    y = topi.pad(x, _ints(pad_before, "pad", "pad_before", n), _ints(pad_after, "pad", "pad_after", n), value)
     return injective_schedule(cfg, y), [x, y]
 
 

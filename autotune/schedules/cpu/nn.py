@@ -9,9 +9,8 @@ loops run in parallel; row reductions run as vector lanes (`lanes` partial accum
 Attention is flash attention: one kernel, per query tile an online softmax over key blocks, with
 memory O(tile_q x (tile_k + head_dim)) per thread (see `autotune.topi.flash_attention`).
 
-Float parameters `eps` and `scale` are (mantissa, exponent) ints (`autotune.schedules.float_params`),
-e.g. eps=1e-5 is (1, -5), written `eps=1:-5` on the command line. Attention's scale (0, 0) means
-the default 1 / sqrt(head_dim).
+Float parameters `eps` and `scale` are floats, written `eps=1e-05` on the command line and in
+workload keys. Attention's scale 0.0 means the default 1 / sqrt(head_dim).
 """
 from __future__ import annotations
 
@@ -25,15 +24,13 @@ from ...te.tensor import ComputeOp
 from ...topi import nn as topi_nn
 from ...topi.flash_attention import Tiling, flash_attention
 from ...topi.nn import ROW_ELEMWISE, ROW_PARTIAL, ROW_TAIL
-from ..float_params import decode_float
 from ..schedule import Schedule
 from ..task import template
 
-DEFAULT_SCALE = (0, 0)    # attention: scale = 1 / sqrt(head_dim)
+DEFAULT_SCALE = 0.0    # attention: scale = 1 / sqrt(head_dim)
 
 
-def _eps(p: Any, op: str) -> float:
-    eps = decode_float(p, op, "eps")
+def _eps(eps: float, op: str) -> float:
     if not (eps >= 0 and math.isfinite(eps)):
         raise ValueError(f"{op}: eps must be finite and >= 0, got {eps}")
     return eps
@@ -121,20 +118,20 @@ def log_softmax_template(cfg, M: int, N: int, dtype: str = "float32"):
 
 
 # -- layer_norm, rms_norm ------------------------------------------------------------------------
-def layer_norm_reference(x, gamma, beta, eps: Any = (1, -5), **_: Any) -> np.ndarray:
+def layer_norm_reference(x, gamma, beta, eps: float = 1e-5, **_: Any) -> np.ndarray:
     mean = x.mean(axis=-1, keepdims=True)
     var = x.var(axis=-1, keepdims=True)
-    return ((x - mean) / np.sqrt(var + x.dtype.type(decode_float(eps, "layer_norm", "eps"))) * gamma + beta)
+    return ((x - mean) / np.sqrt(var + x.dtype.type(eps)) * gamma + beta)
 
 
-def rms_norm_reference(x, gamma, eps: Any = (1, -6), **_: Any) -> np.ndarray:
+def rms_norm_reference(x, gamma, eps: float = 1e-6, **_: Any) -> np.ndarray:
     ms = (x * x).mean(axis=-1, keepdims=True)
-    return x / np.sqrt(ms + x.dtype.type(decode_float(eps, "rms_norm", "eps"))) * gamma
+    return x / np.sqrt(ms + x.dtype.type(eps)) * gamma
 
 
 @template("layer_norm", reference=layer_norm_reference,
-          description="layer norm over the rows of X (M x N), gamma/beta (N,); eps=m:e (m * 10**e)")
-def layer_norm_template(cfg, M: int, N: int, eps: tuple = (1, -5), dtype: str = "float32"):
+          description="layer norm over the rows of X (M x N), gamma/beta (N,); eps a float")
+def layer_norm_template(cfg, M: int, N: int, eps: float = 1e-5, dtype: str = "float32"):
     """Row mean, then row variance (two passes over the cached row), then the affine output."""
     _check_rows("layer_norm", M, N)
     e = _eps(eps, "layer_norm")
@@ -147,8 +144,8 @@ def layer_norm_template(cfg, M: int, N: int, eps: tuple = (1, -5), dtype: str = 
 
 
 @template("rms_norm", reference=rms_norm_reference,
-          description="RMS norm over the rows of X (M x N), gamma (N,); eps=m:e (m * 10**e)")
-def rms_norm_template(cfg, M: int, N: int, eps: tuple = (1, -6), dtype: str = "float32"):
+          description="RMS norm over the rows of X (M x N), gamma (N,); eps a float")
+def rms_norm_template(cfg, M: int, N: int, eps: float = 1e-6, dtype: str = "float32"):
     """Row mean of squares, then x * rsqrt(ms + eps) * gamma."""
     _check_rows("rms_norm", M, N)
     e = _eps(eps, "rms_norm")
@@ -160,16 +157,16 @@ def rms_norm_template(cfg, M: int, N: int, eps: tuple = (1, -6), dtype: str = "f
 
 
 # -- batch_norm (inference) ----------------------------------------------------------------------
-def batch_norm_reference(x, mean, var, gamma, beta, eps: Any = (1, -5), **_: Any) -> np.ndarray:
+def batch_norm_reference(x, mean, var, gamma, beta, eps: float = 1e-5, **_: Any) -> np.ndarray:
     shape = (1, -1, 1, 1)
     with np.errstate(invalid="ignore"):
-        scale = gamma / np.sqrt(var + x.dtype.type(decode_float(eps, "batch_norm", "eps")))
+        scale = gamma / np.sqrt(var + x.dtype.type(eps))
     return (x - mean.reshape(shape)) * scale.reshape(shape) + beta.reshape(shape)
 
 
 @template("batch_norm", reference=batch_norm_reference,
-          description="inference batch norm, NCHW X, per-channel mean/var/gamma/beta; eps=m:e (m * 10**e)")
-def batch_norm_template(cfg, N: int, C: int, H: int, W: int, eps: tuple = (1, -5), dtype: str = "float32"):
+          description="inference batch norm, NCHW X, per-channel mean/var/gamma/beta; eps a float")
+def batch_norm_template(cfg, N: int, C: int, H: int, W: int, eps: float = 1e-5, dtype: str = "float32"):
     """Per channel plane: the channel's scale once, then one vectorized pass over the plane."""
     if min(N, C, H, W) < 1:
         raise ValueError(f"batch_norm: N, C, H, W must be >= 1, got {(N, C, H, W)}")
@@ -228,14 +225,13 @@ def cross_entropy_template(cfg, N: int, C: int, dtype: str = "float32"):
 
 
 # -- attention -----------------------------------------------------------------------------------
-def attention_scale(scale: Any, head_dim: int) -> float:
-    """The float scale of an attention task's (mantissa, exponent) parameter; (0, 0) = 1/sqrt(D)."""
-    if scale == DEFAULT_SCALE:
-        return 1.0 / math.sqrt(head_dim)
-    return decode_float(scale, "attention", "scale")
+def attention_scale(scale: float, head_dim: int) -> float:
+    """The scale an attention task applies: its parameter, or 1/sqrt(D) for DEFAULT_SCALE (so the
+    default is one workload whether it is left out or passed)."""
+    return 1.0 / math.sqrt(head_dim) if scale == DEFAULT_SCALE else scale
 
 
-def attention_reference(q, k, v, causal: int = 0, scale: Any = DEFAULT_SCALE, **_: Any) -> np.ndarray:
+def attention_reference(q, k, v, causal: int = 0, scale: float = DEFAULT_SCALE, **_: Any) -> np.ndarray:
     s = (q @ k.swapaxes(-1, -2)) * q.dtype.type(attention_scale(scale, q.shape[-1]))
     if causal:
         s = np.where(np.tril(np.ones(s.shape[-2:], bool)), s, q.dtype.type(-np.inf))
@@ -244,10 +240,10 @@ def attention_reference(q, k, v, causal: int = 0, scale: Any = DEFAULT_SCALE, **
 
 
 @template("attention", reference=attention_reference,
-          description="fused attention, q/k/v (batch, heads, seq, head_dim); causal 0/1; scale=m:e, "
-                      "0:0 = 1/sqrt(head_dim)")
+          description="fused attention, q/k/v (batch, heads, seq, head_dim); causal 0/1; scale a float, "
+                      "0.0 = 1/sqrt(head_dim)")
 def attention_template(cfg, batch: int, heads: int, seq_q: int, seq_k: int, head_dim: int, causal: int,
-                       scale: tuple = DEFAULT_SCALE, dtype: str = "float32"):
+                       scale: float = DEFAULT_SCALE, dtype: str = "float32"):
     """Flash attention (`autotune.topi.flash_attention`): per query tile, in parallel over batch x
     heads x tiles, key blocks with an online softmax; scores and output rows register-blocked.
     Memory per thread tile_q x (tile_k + head_dim), whatever seq_k; causal skips masked blocks."""

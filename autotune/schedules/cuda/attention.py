@@ -102,10 +102,10 @@ def _schedule_stages(s: Schedule, O: te.Tensor, q: te.Tensor, tq: int, T: int, i
 
 
 @template("attention", reference=attention_reference, target="cuda",
-          description="fused attention, q/k/v (batch, heads, seq, head_dim); causal 0/1; scale=m:e, "
-                      "0:0 = 1/sqrt(head_dim); one block per (batch * head, query tile)")
+          description="fused attention, q/k/v (batch, heads, seq, head_dim); causal 0/1; scale a float, "
+                      "0.0 = 1/sqrt(head_dim); one block per (batch * head, query tile)")
 def attention_cuda(cfg: Any, batch: int, heads: int, seq_q: int, seq_k: int, head_dim: int, causal: int,
-                   scale: tuple = DEFAULT_SCALE, dtype: str = "float32"):
+                   scale: float = DEFAULT_SCALE, dtype: str = "float32"):
     """Scores of a query tile in shared memory, row max / exp-sum reduced across the block's
     threads, then P @ V: one kernel, no score matrix in global memory."""
     _check_args(batch, heads, seq_q, seq_k, head_dim, causal)

@@ -97,8 +97,8 @@ def log_softmax_cuda(cfg: Any, M: int, N: int, dtype: str = "float32"):
 
 
 @template("layer_norm", reference=layer_norm_reference, target="cuda",
-          description="layer norm over the rows of X (M x N), gamma/beta (N,); eps=m:e (m * 10**e); block per row")
-def layer_norm_cuda(cfg: Any, M: int, N: int, eps: tuple = (1, -5), dtype: str = "float32"):
+          description="layer norm over the rows of X (M x N), gamma/beta (N,); eps a float; block per row")
+def layer_norm_cuda(cfg: Any, M: int, N: int, eps: float = 1e-5, dtype: str = "float32"):
     """Row mean, then row variance (two block reductions), then the affine output."""
     _check_rows("layer_norm", M, N)
     e = _eps(eps, "layer_norm")
@@ -111,8 +111,8 @@ def layer_norm_cuda(cfg: Any, M: int, N: int, eps: tuple = (1, -5), dtype: str =
 
 
 @template("rms_norm", reference=rms_norm_reference, target="cuda",
-          description="RMS norm over the rows of X (M x N), gamma (N,); eps=m:e (m * 10**e); block per row")
-def rms_norm_cuda(cfg: Any, M: int, N: int, eps: tuple = (1, -6), dtype: str = "float32"):
+          description="RMS norm over the rows of X (M x N), gamma (N,); eps a float; block per row")
+def rms_norm_cuda(cfg: Any, M: int, N: int, eps: float = 1e-6, dtype: str = "float32"):
     """Row mean of squares (one block reduction), then x * rsqrt(ms + eps) * gamma."""
     _check_rows("rms_norm", M, N)
     e = _eps(eps, "rms_norm")
