@@ -2,13 +2,17 @@
 
 `const_bound` gives constant [lo, hi] from constant variable ranges (the simplifier uses it to
 drop always-true guards and fold div/mod). `symbolic_bound` keeps some variables symbolic and
-relaxes others over their ranges: bound inference uses it for the region a loop body touches.
+relaxes others over their ranges: bound inference uses it for the region a loop body touches,
+loop partition for the condition under which a guard holds across the loops below it.
+`direction` says whether an expression is monotone in one variable (vectorize and loop partition
+use it to tell when a guard true at two points is true between them).
 """
 from __future__ import annotations
 
 from typing import Callable
 
 from ..te.expr import Binary, BinOp, Cast, Const, Expr, Select, Var
+from .functor import uses_var
 
 Interval = tuple[int, int]
 
@@ -110,4 +114,24 @@ def symbolic_bound(e: Expr, relax: dict[Var, SymInterval],
         return (a[0] // c, a[1] // c)
     if op is BinOp.FLOORMOD and c > 0:
         return (Const(0, e.dtype), Const(c - 1, e.dtype))
+    return None
+
+
+def direction(e: Expr, var: Var) -> int | None:
+    """+1 / -1 when e is non-decreasing / non-increasing in var, 0 when it does not use it, else None."""
+    if not uses_var(e, var):
+        return 0
+    if e is var:
+        return 1
+    if type(e) is Binary and e.op in (BinOp.ADD, BinOp.SUB):
+        da, db = direction(e.a, var), direction(e.b, var)
+        if da is None or db is None:
+            return None
+        db = -db if e.op is BinOp.SUB else db
+        return None if da * db < 0 else (da or db)
+    if type(e) is Binary and e.op in (BinOp.MUL, BinOp.FLOORDIV) and type(e.b) is Const:
+        if e.op is BinOp.FLOORDIV and e.b.value <= 0:
+            return None
+        d = direction(e.a, var)
+        return None if d is None else d * (1 if e.b.value > 0 else -1 if e.b.value < 0 else 0)
     return None

@@ -11,6 +11,7 @@ from ..schedules.schedule import Schedule
 from ..te.tensor import Tensor
 from .infer_bound import BoundInference
 from .nodes import PrimFunc, Stmt
+from .passes.partition import partition_loops
 from .passes.simplify import simplify
 from .passes.unroll import unroll_loops
 from .passes.verify import verify
@@ -32,6 +33,7 @@ def lower(s: Schedule, args: Sequence[Tensor], name: str = "main") -> PrimFunc:
     bounds = BoundInference(s)                                       # regions for compute_at, extents
     body = _after("build", NestBuilder(s, bounds, params).build())  # loops, guards, flat accesses
     body = _after("simplify", simplify(body))                       # fold index math, drop proven guards
+    body = _after("partition", partition_loops(body))               # main ranges without tail guards
     body = _after("vectorize", vectorize_loops(body))               # vector loops -> Ramp/Broadcast lanes
     body = _after("unroll", unroll_loops(body))                     # unrolled loops -> body copies
     body = _after("simplify", simplify(body))                       # fold what unrolling exposed

@@ -13,6 +13,7 @@ import warnings
 from ...te.expr import (And, Binary, BinOp, Call, Cast, CmpOp, Compare, Const, Expr, Not, Or, Select,
                         Var)
 from ...te.traversal import substitute, transform, walk
+from ..bounds import direction
 from ..functor import uses_var
 from ..nodes import (Allocate, Broadcast, Evaluate, For, ForKind, IfThenElse, Let, Load, Ramp, Seq,
                      Stmt, Store)
@@ -108,33 +109,13 @@ class _Vectorizer:
         raise NotVectorizable(f"unsupported statement {t.__name__}")
 
 
-def _direction(e: Expr, var: Var) -> int | None:
-    """+1 / -1 when e is non-decreasing / non-increasing in var, 0 when it does not use it, else None."""
-    if not uses_var(e, var):
-        return 0
-    if e is var:
-        return 1
-    if type(e) is Binary and e.op in (BinOp.ADD, BinOp.SUB):
-        da, db = _direction(e.a, var), _direction(e.b, var)
-        if da is None or db is None:
-            return None
-        db = -db if e.op is BinOp.SUB else db
-        return None if da * db < 0 else (da or db)
-    if type(e) is Binary and e.op in (BinOp.MUL, BinOp.FLOORDIV) and type(e.b) is Const:
-        if e.op is BinOp.FLOORDIV and e.b.value <= 0:
-            return None
-        d = _direction(e.a, var)
-        return None if d is None else d * (1 if e.b.value > 0 else -1 if e.b.value < 0 else 0)
-    return None
-
-
 def _is_convex_guard(cond: Expr, var: Var) -> bool:
     """A conjunction of comparisons monotone in `var` (not !=): true at both ends => true inside."""
     if type(cond) is And:
         return _is_convex_guard(cond.a, var) and _is_convex_guard(cond.b, var)
     if type(cond) is not Compare or cond.op is CmpOp.NE or cond.a.dtype not in ("int32", "int64"):
         return False
-    return _direction(Binary(BinOp.SUB, cond.a, cond.b), var) is not None
+    return direction(Binary(BinOp.SUB, cond.a, cond.b), var) is not None
 
 
 def _bound_inside(body: Stmt) -> set[Var]:
