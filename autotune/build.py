@@ -1,7 +1,8 @@
 """build: lower a schedule and compile it for a target into a callable function."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .ir.lower import lower
 from .schedules.schedule import Schedule

@@ -11,7 +11,8 @@ from .cli import CLIError, emit_json, parse_shape
 from .dtype import dtype_info
 from .target import Target
 
-_DB_OPTION = click.option("--db", default=None, help="Tuning database (path or URL); default $AUTOTUNE_DB or ./tuning.db")
+_DB_OPTION = click.option("--db", default=None,
+                          help="Tuning database (path or URL); default $AUTOTUNE_DB or ./tuning.db")
 _JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 
 

@@ -32,7 +32,7 @@ class _StopOnInterrupt:
     def __init__(self) -> None:
         self.requested = False
 
-    def __enter__(self) -> "_StopOnInterrupt":
+    def __enter__(self) -> _StopOnInterrupt:
         self._old = signal.signal(signal.SIGINT, self._handle)
         return self
 
@@ -251,7 +251,8 @@ def _tune_plan(path: str, trials: int, tuner: str, db: str | None, seed: int | N
               help="llvm (this CPU), cuda (this machine's GPU) or 'cuda -arch=sm_90' (compile for an arch).")
 @click.option("--trials", default=64, show_default=True, type=click.IntRange(1, MAX_TRIALS))
 @click.option("--tuner", default="xgb", show_default=True, type=click.Choice(TUNERS))
-@click.option("--db", default=None, help="Tuning database (path or SQLAlchemy URL); default $AUTOTUNE_DB or ./tuning.db")
+@click.option("--db", default=None,
+              help="Tuning database (path or SQLAlchemy URL); default $AUTOTUNE_DB or ./tuning.db")
 @click.option("--early-stopping", type=click.IntRange(1, MAX_TRIALS), default=None,
               help="Stop after N trials without improvement.")
 @click.option("--seed", type=click.IntRange(0, MAX_SEED), default=None)

@@ -23,13 +23,27 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from .boundary import is_int, warn_skipped
-from .engine import (WRITE_OPTION, check_file, in_memory, install_sqlite_hooks, locate,
-                     sqlite_file_engine, url_engine)
+from .engine import WRITE_OPTION, check_file, in_memory, install_sqlite_hooks, locate, sqlite_file_engine, url_engine
 from .jsonl import export_records, import_lines, read_jsonl
 from .records import RUN_STATUSES, Record, RunInfo, TuningDBError, WorkloadSummary
 from .rekey import Rekey, rekey
-from .schema import (SCHEMA_VERSION, UPGRADES, VERSION_TABLES, ClaimRow, Meta, RecordRow, RunRow, TargetRow,
-                     WorkloadRow, get_or_create, key_id, record_row, to_record, workload_params)
+from .schema import (
+    SCHEMA_VERSION,
+    UPGRADES,
+    VERSION_TABLES,
+    ClaimRow,
+    Meta,
+    RecordRow,
+    RunRow,
+    TargetRow,
+    WorkloadRow,
+    get_or_create,
+    key_id,
+    record_row,
+    to_record,
+    workload_params,
+)
+
 
 def _reason(e: BaseException) -> str:
     """The driver's one-line reason, without SQLAlchemy's statement dump."""

@@ -14,7 +14,7 @@ from . import jit
 from .llvm import emit_module, entry_symbol
 from .module import BuiltFunction, make_signature
 
-__all__ = ["build_module", "compile_object", "load_module", "compile_for", "load_compiled", "BuiltFunction"]
+__all__ = ["BuiltFunction", "build_module", "compile_for", "compile_object", "load_compiled", "load_module"]
 
 
 def _ir_text(func: PrimFunc) -> str:

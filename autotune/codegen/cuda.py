@@ -15,8 +15,22 @@ from ..dtype import dtype_info
 from ..errors import BuildError
 from ..ir.bounds import const_bound
 from ..ir.functor import walk
-from ..ir.nodes import (Allocate, Broadcast, Evaluate, For, ForKind, IfThenElse, Let, Load, PrimFunc, Ramp,
-                        Seq, Stmt, Store, ThreadAllReduce)
+from ..ir.nodes import (
+    Allocate,
+    Broadcast,
+    Evaluate,
+    For,
+    ForKind,
+    IfThenElse,
+    Let,
+    Load,
+    PrimFunc,
+    Ramp,
+    Seq,
+    Stmt,
+    Store,
+    ThreadAllReduce,
+)
 from ..ir.passes.barriers import BARRIER
 from ..ir.passes.gpu import prepare_kernel
 from ..ir.passes.gpu_launch import LaunchShape, allreduce_warps
@@ -30,7 +44,7 @@ __device__ __forceinline__ int at_floordiv(int a, int b) {
 __device__ __forceinline__ int at_floormod(int a, int b) { int r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
 __device__ __forceinline__ float at_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 __device__ __forceinline__ double at_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
-"""
+"""  # noqa: E501  (the CUDA prelude is emitted verbatim; its text is part of the kernel source)
 
 _BINARY = {BinOp.ADD: "+", BinOp.SUB: "-", BinOp.MUL: "*", BinOp.DIV: "/"}
 _HELPER = {BinOp.MAX: "at_max", BinOp.MIN: "at_min", BinOp.FLOORDIV: "at_floordiv", BinOp.FLOORMOD: "at_floormod"}
@@ -40,12 +54,14 @@ _MATH = {"exp": ("expf", "exp"), "log": ("logf", "log"), "sqrt": ("sqrtf", "sqrt
          "ceil": ("ceilf", "ceil"), "pow": ("powf", "pow"), "sigmoid": ("at_sigmoid", "at_sigmoid")}
 INDEX_TAGS = frozenset(f"{p}.{a}" for p in ("threadIdx", "blockIdx") for a in "xyz")   # CUDA's own names
 # names a variable or buffer must not take: C/C++ keywords, CUDA built-ins, the math functions
-RESERVED = frozenset(
-    "auto bool break case char const continue default do double else enum extern float for goto if inline int "
-    "long register restrict return short signed sizeof static struct switch typedef union unsigned void volatile "
-    "while class delete new operator private public template this true false namespace using half "
-    "threadIdx blockIdx blockDim gridDim warpSize max min abs exp log sqrt pow tanh erf floor ceil "
-    "float4 make_float4".split()) | {fn for pair in _MATH.values() for fn in pair}
+RESERVED = frozenset((
+    "auto", "bool", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum",
+    "extern", "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return", "short",
+    "signed", "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void", "volatile", "while",
+    "class", "delete", "new", "operator", "private", "public", "template", "this", "true", "false", "namespace",
+    "using", "half", "threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize", "max", "min", "abs", "exp", "log",
+    "sqrt", "pow", "tanh", "erf", "floor", "ceil", "float4", "make_float4"
+)) | {fn for pair in _MATH.values() for fn in pair}
 
 
 def _float_literal(value: float, dtype: str) -> str:

@@ -192,7 +192,7 @@ def _split(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     if n < _MIN_ROWS_FOR_EARLY_STOP:
         return idx, idx[:0]
     perm = np.random.default_rng(seed).permutation(n)
-    n_held = int(round(n * _HOLDOUT))
+    n_held = round(n * _HOLDOUT)
     return np.sort(perm[n_held:]), np.sort(perm[:n_held])
 
 

@@ -6,7 +6,7 @@ relaxes others over their ranges: bound inference uses it for the region a loop 
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from ..te.expr import Binary, BinOp, Cast, Const, Expr, Select, Var
 

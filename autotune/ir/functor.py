@@ -7,8 +7,17 @@ from ..te.expr import Expr, IterVar, Node, Var
 from ..te.traversal import children, field_names, substitute, transform, walk
 from .nodes import Allocate, Buffer, Load, Store
 
-__all__ = ["children", "walk", "transform", "substitute", "free_vars", "uses_var", "structural_equal",
-           "written_buffers", "replace_buffers"]
+__all__ = [
+    "children",
+    "free_vars",
+    "replace_buffers",
+    "structural_equal",
+    "substitute",
+    "transform",
+    "uses_var",
+    "walk",
+    "written_buffers",
+]
 
 
 def free_vars(node: Node) -> set[Var]:

@@ -2,8 +2,22 @@
 from __future__ import annotations
 
 from ..te.printer import PRINTERS, expr_str
-from .nodes import (Allocate, Broadcast, Evaluate, For, ForKind, IfThenElse, Let, Load, PrimFunc,
-                    Ramp, Seq, Stmt, Store, ThreadAllReduce)
+from .nodes import (
+    Allocate,
+    Broadcast,
+    Evaluate,
+    For,
+    ForKind,
+    IfThenElse,
+    Let,
+    Load,
+    PrimFunc,
+    Ramp,
+    Seq,
+    Stmt,
+    Store,
+    ThreadAllReduce,
+)
 
 
 def _load(e: Load) -> str:

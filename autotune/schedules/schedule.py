@@ -6,8 +6,9 @@ and the rule.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from ..errors import ScheduleError, check
 from ..te.expr import IterVar, Var

@@ -3,14 +3,14 @@ have no hand-written reference (`autotune.create_task_from_te`) and a check on t
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from ..dtype import dtype_info
 from .expr import And, Binary, BinOp, Call, Cast, CmpOp, Compare, Const, Not, Or, Reduce, Select, TensorLoad, Var
 from .tensor import ComputeOp, Tensor, post_order
-
 
 _NP_BINARY = {BinOp.ADD: np.add, BinOp.SUB: np.subtract, BinOp.MUL: np.multiply, BinOp.DIV: np.true_divide,
               BinOp.FLOORDIV: np.floor_divide, BinOp.FLOORMOD: np.mod, BinOp.MAX: np.maximum,

@@ -1,8 +1,9 @@
 """Tensors and the operations that produce them (placeholder, compute and extern)."""
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from .expr import Expr, IterVar, Reduce, TensorLoad, as_expr
 from .traversal import walk

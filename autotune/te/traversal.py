@@ -6,8 +6,9 @@ re-exports them for the loop IR.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import fields
-from typing import Any, Callable
+from typing import Any
 
 from .expr import Expr, Node, Var
 

@@ -7,7 +7,8 @@ elements of each window (PyTorch's count_include_pad=False, TVM's default).
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .. import te
 from ..dtype import is_float

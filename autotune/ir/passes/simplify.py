@@ -9,11 +9,10 @@ would change results.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-from ...te.expr import (And, Binary, BinOp, Cast, CmpOp, Compare, Const, Expr, Not, Or, Select,
-                        Var, const)
-from ...te.expr import Node
+from ...te.expr import And, Binary, BinOp, Cast, CmpOp, Compare, Const, Expr, Node, Not, Or, Select, Var, const
 from ...te.traversal import field_names, substitute
 from ..bounds import Interval, const_bound
 from ..nodes import Allocate, Broadcast, For, ForKind, IfThenElse, Let, Load, Seq, Stmt, Store, seq

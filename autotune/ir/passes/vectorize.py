@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import warnings
 
-from ...te.expr import (And, Binary, BinOp, Call, Cast, CmpOp, Compare, Const, Expr, Not, Or, Select,
-                        Var)
+from ...te.expr import And, Binary, BinOp, Call, Cast, CmpOp, Compare, Const, Expr, Not, Or, Select, Var
 from ...te.traversal import substitute, transform, walk
 from ..functor import uses_var
-from ..nodes import (Allocate, Broadcast, Evaluate, For, ForKind, IfThenElse, Let, Load, Ramp, Seq,
-                     Stmt, Store)
+from ..nodes import Allocate, Broadcast, Evaluate, For, ForKind, IfThenElse, Let, Load, Ramp, Seq, Stmt, Store
 
 
 class NotVectorizable(Exception):

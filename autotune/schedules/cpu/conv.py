@@ -12,8 +12,7 @@ from typing import Any
 import numpy as np
 
 from ... import te
-from ...topi import conv as topi_conv
-from ...topi import elementwise as topi_elementwise
+from ...topi import conv as topi_conv, elementwise as topi_elementwise
 from ..task import template
 from .conv2d import define_nchw_knobs, nchw_geometry, schedule_nchw
 from .matmul import _matmul_body

@@ -267,10 +267,10 @@ def attention_template(cfg, batch: int, heads: int, seq_q: int, seq_k: int, head
     q = te.placeholder(shape_q, dtype, name="q")
     k = te.placeholder(shape_kv, dtype, name="k")
     v = te.placeholder(shape_kv, dtype, name="v")
-    O = flash_attention(q, k, v, scale=sc, causal=bool(causal), tiling=tiling)
-    s = te.create_schedule(O.op)
-    _schedule_key_pack(s[O.op.inputs[1]])
-    return s, [q, k, v, O]
+    out = flash_attention(q, k, v, scale=sc, causal=bool(causal), tiling=tiling)
+    s = te.create_schedule(out.op)
+    _schedule_key_pack(s[out.op.inputs[1]])
+    return s, [q, k, v, out]
 
 
 def _schedule_key_pack(st) -> None:

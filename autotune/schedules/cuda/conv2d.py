@@ -12,7 +12,8 @@ argument order and reference as the cpu "conv2d" template (`autotune.schedules.c
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ... import te
 from ...dtype import dtype_info

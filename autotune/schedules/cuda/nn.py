@@ -16,12 +16,18 @@ from typing import Any
 
 from ... import te
 from ...dtype import dtype_info
+from ...target import CUDA_LIMITS
 from ...te.tensor import ComputeOp
 from ...topi import nn as topi_nn
 from ...topi.nn import ROW_ELEMWISE, ROW_REDUCE, ROW_SCALAR
-from ...target import CUDA_LIMITS
-from ..cpu.nn import (_check_rows, _eps, layer_norm_reference, log_softmax_reference, rms_norm_reference,
-                      softmax_reference)
+from ..cpu.nn import (
+    _check_rows,
+    _eps,
+    layer_norm_reference,
+    log_softmax_reference,
+    rms_norm_reference,
+    softmax_reference,
+)
 from ..schedule import Schedule
 from ..task import template
 from .generic import THREADS, VECTOR, bind_cooperative, block_width, statistic_per_thread
