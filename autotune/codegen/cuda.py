@@ -162,27 +162,27 @@ class CudaEmitter:
         if e.lanes != 1:
             raise BuildError(f"cuda codegen: vector expression {e} where a scalar is needed")
         t = type(e)
-        if t is Var:
+        if type(e) is Var:
             return self.name(e, e.name)
-        if t is Const:
+        if type(e) is Const:
             return self.const(e)
-        if t is Binary:
+        if type(e) is Binary:
             return self.binary(e)
-        if t is Compare:
+        if type(e) is Compare:
             return f"({self.expr(e.a)} {e.op.value} {self.expr(e.b)})"
-        if t is And:
+        if type(e) is And:
             return f"({self.expr(e.a)} && {self.expr(e.b)})"
-        if t is Or:
+        if type(e) is Or:
             return f"({self.expr(e.a)} || {self.expr(e.b)})"
-        if t is Not:
+        if type(e) is Not:
             return f"(!{self.expr(e.a)})"
-        if t is Select:
+        if type(e) is Select:
             return f"({self.expr(e.cond)} ? {self.expr(e.t)} : {self.expr(e.f)})"
-        if t is Cast:
+        if type(e) is Cast:
             return f"(({dtype_info(e.dtype).cuda})({self.expr(e.value)}))"
-        if t is Call:
+        if type(e) is Call:
             return self.call(e)
-        if t is Load:
+        if type(e) is Load:
             ref = f"{self.name(e.buffer, e.buffer.name)}[{self.expr(e.index)}]"
             if e.predicate is None:
                 return ref
@@ -226,28 +226,28 @@ class CudaEmitter:
     # -- statements --------------------------------------------------------------------------------
     def stmt(self, s: Stmt) -> None:
         t = type(s)
-        if t is Seq:
+        if type(s) is Seq:
             for c in s.stmts:
                 self.stmt(c)
-        elif t is For:
+        elif type(s) is For:
             self.loop(s)
-        elif t is Store:
+        elif type(s) is Store:
             self.store(s)
-        elif t is Allocate:
+        elif type(s) is Allocate:
             self.allocate(s)
-        elif t is IfThenElse:
+        elif type(s) is IfThenElse:
             self.line(f"if ({self.expr(s.cond)}) {{")
             self.nested(s.then_case)
             if s.else_case is not None:
                 self.line("} else {")
                 self.nested(s.else_case)
             self.line("}")
-        elif t is Let:
+        elif type(s) is Let:
             self.line(f"const {dtype_info(s.var.dtype).cuda} {self.name(s.var, s.var.name)} = {self.expr(s.value)};")
             self.stmt(s.body)
         elif t is Evaluate and isinstance(s.value, Call) and s.value.fn == BARRIER:
             self.line("__syncthreads();")
-        elif t is ThreadAllReduce:
+        elif type(s) is ThreadAllReduce:
             self.allreduce(s)
         else:
             raise BuildError(f"cuda codegen: no rule for statement {t.__name__}")

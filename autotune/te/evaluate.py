@@ -78,28 +78,28 @@ def _identity(combiner: str, dtype: str) -> Any:
 
 def _eval(e: Any, env: dict[Any, Any], values: dict[int, np.ndarray]) -> Any:
     t = type(e)
-    if t is Var:
+    if type(e) is Var:
         return env[e]
-    if t is Const:
+    if type(e) is Const:
         return np.asarray(e.value, dtype=dtype_info(e.dtype).numpy)
-    if t is Binary:
+    if type(e) is Binary:
         return _NP_BINARY[e.op](_eval(e.a, env, values), _eval(e.b, env, values)).astype(
             dtype_info(e.dtype).numpy, copy=False)
-    if t is Compare:
+    if type(e) is Compare:
         return _NP_COMPARE[e.op](_eval(e.a, env, values), _eval(e.b, env, values))
     if t is And or t is Or:
         f = np.logical_and if t is And else np.logical_or
         return f(_eval(e.a, env, values), _eval(e.b, env, values))
-    if t is Not:
+    if type(e) is Not:
         return np.logical_not(_eval(e.a, env, values))
-    if t is Select:
+    if type(e) is Select:
         return np.where(_eval(e.cond, env, values), _eval(e.t, env, values), _eval(e.f, env, values))
-    if t is Call:
+    if type(e) is Call:
         args = [np.asarray(_eval(a, env, values)) for a in e.args]
         return np.asarray(_NP_CALL[e.fn](*args)).astype(dtype_info(e.dtype).numpy, copy=False)
-    if t is Cast:
+    if type(e) is Cast:
         return np.asarray(_eval(e.value, env, values)).astype(dtype_info(e.dtype).numpy)
-    if t is TensorLoad:
+    if type(e) is TensorLoad:
         arr = values[id(e.tensor.op)]
         # untaken if_then_else branches may index out of range: clip (their values are discarded)
         idx = tuple(np.clip(_eval(i, env, values), 0, n - 1) for i, n in zip(e.indices, arr.shape))
