@@ -15,6 +15,11 @@ class Operation:
     name: str
     shape: tuple[int, ...]
     dtype: str
+    # Declared, not defined: schedule templates read a compute op's axes through the Operation of a
+    # tensor or stage (TVM's `s[C].op.axis`). Only ComputeOp sets them; on another op the read is an
+    # AttributeError, as it always was.
+    axis: tuple[IterVar, ...]
+    reduce_axis: tuple[IterVar, ...]
 
     def output(self, index: int = 0) -> Tensor:
         if index != 0:
