@@ -46,7 +46,9 @@ def compile_for(func: PrimFunc, target: Target) -> tuple[dict[str, Any], bytes]:
     if target.kind == "cuda":
         from .cuda_module import compile_kernel
 
-        return compile_kernel(func, target.resolved().arch)
+        arch = target.resolved().arch
+        assert arch is not None   # resolved() fills in the arch of a cuda target
+        return compile_kernel(func, arch)
     return compile_object(func)
 
 

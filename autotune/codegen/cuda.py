@@ -245,7 +245,7 @@ class CudaEmitter:
         elif type(s) is Let:
             self.line(f"const {dtype_info(s.var.dtype).cuda} {self.name(s.var, s.var.name)} = {self.expr(s.value)};")
             self.stmt(s.body)
-        elif t is Evaluate and isinstance(s.value, Call) and s.value.fn == BARRIER:
+        elif type(s) is Evaluate and isinstance(s.value, Call) and s.value.fn == BARRIER:
             self.line("__syncthreads();")
         elif type(s) is ThreadAllReduce:
             self.allreduce(s)
@@ -304,10 +304,10 @@ class CudaEmitter:
 
         def visit(n: object) -> None:
             if (isinstance(n, Load) and n.lanes == 4 and id(n) not in known
-                    and _float4(n.index, n.buffer.dtype, n.predicate) is not None):
+                    and (base := _float4(n.index, n.buffer.dtype, n.predicate)) is not None):
                 tmp = self.name(("float4", id(n), len(self.lines)), "f4")
                 buf = self.name(n.buffer, n.buffer.name)
-                self.line(f"const float4 {tmp} = *(const float4*)({buf} + {self.expr(n.index.base)});")
+                self.line(f"const float4 {tmp} = *(const float4*)({buf} + {self.expr(base)});")
                 lanes = [Var(f"{tmp}.{c}", "float32") for c in "xyzw"]
                 for v in lanes:
                     self.names[v] = v.name

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import ClassVar, TypeGuard
 
 from llvmlite import ir
 
@@ -63,7 +63,7 @@ class _Scope:
 _LLVM_INTRINSIC = {"sqrt": "sqrt", "fabs": "fabs", "floor": "floor", "ceil": "ceil", "pow": "pow"}
 
 
-def _is_contiguous(index: Expr) -> bool:
+def _is_contiguous(index: Expr) -> TypeGuard[Ramp]:
     return (isinstance(index, Ramp) and isinstance(index.stride, Const)
             and index.stride.value == 1)
 
@@ -148,6 +148,7 @@ class LLVMCodegen:
                 scope.fail = b.function.append_basic_block("alloc_failed")
                 with b.goto_block(scope.fail):
                     scope.fail_code = b.phi(I32, name="status")
+            assert scope.fail_code is not None   # made with scope.fail, just above or earlier
             scope.fail_code.add_incoming(code, b.block)
             b.branch(scope.fail)
 

@@ -87,7 +87,7 @@ def _is_gather(index, lanes: int, aff: _Aff) -> bool:
     return not (type(index) is Ramp and type(index.stride) is Const and index.stride.value == 1)
 
 
-_FLOAT_KIND = {}
+_FLOAT_KIND: dict[str, bool] = {}
 
 
 def _is_float(dtype: str) -> bool:
@@ -109,7 +109,7 @@ def _ops(e, memo: dict) -> tuple[float, float, tuple, int]:
     elif t is Binary or t is Compare or t is Call or t is Select or t is Cast or t is Ramp \
             or t is Broadcast or t is Not or t is And or t is Or:
         f = i = 0.0
-        loads: tuple = ()
+        loads = ()
         lanes = 1
         for c in _expr_children(e, t):
             cf, ci, cl, cn = _ops(c, memo)

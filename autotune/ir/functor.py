@@ -51,7 +51,7 @@ def replace_buffers(node: Node, mapping: dict[Buffer, Buffer], offset: Expr | No
     def moved(index: Expr) -> Expr:
         return index if offset is None else offset + index
 
-    def post(n: object) -> object | None:
+    def post(n: Node) -> Node | None:
         if isinstance(n, Load) and n.buffer in mapping:
             return Load(mapping[n.buffer], moved(n.index), n.predicate)
         if isinstance(n, Store) and n.buffer in mapping:

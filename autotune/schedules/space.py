@@ -106,7 +106,7 @@ def _factorizations(n: int, parts: int) -> list[tuple[int, ...]]:
     """All ways to write n as an ordered product of `parts` factors."""
     if parts == 1:
         return [(n,)]
-    out = []
+    out: list[tuple[int, ...]] = []
     for d in range(1, n + 1):
         if n % d == 0:
             out.extend((d, *rest) for rest in _factorizations(n // d, parts - 1))

@@ -251,7 +251,7 @@ class Task:
 
     def make_inputs(self, rng: np.random.Generator) -> list[np.ndarray]:
         """Random inputs (never all zeros: those time unrealistically)."""
-        out = []
+        out: list[np.ndarray] = []
         for shape, dtype in self.arg_specs[:self.num_inputs]:
             np_dtype = dtype_info(dtype).numpy
             if is_float(dtype):

@@ -22,7 +22,7 @@ _NP_CALL: dict[str, Callable[..., Any]] = {
     "sigmoid": lambda x: 1 / (1 + np.exp(-x)), "fabs": np.abs, "floor": np.floor, "ceil": np.ceil,
     "pow": np.power, "erf": lambda x: np.vectorize(math.erf, otypes=[np.float64])(x).astype(x.dtype),
 }
-_NP_REDUCE = {"sum": np.sum, "max": np.max, "min": np.min}
+_NP_REDUCE: dict[str, Callable[..., Any]] = {"sum": np.sum, "max": np.max, "min": np.min}
 EVAL_CHUNK = 1 << 22       # grid points per evaluation step (bounds the memory of a reduction)
 
 
@@ -41,7 +41,7 @@ def evaluate_te(outs: Sequence[Tensor], ins: Sequence[Tensor], arrays: Sequence[
 
 
 def _eval_op(op: ComputeOp, values: dict[int, np.ndarray]) -> np.ndarray:
-    out = np.empty(op.shape, dtype=dtype_info(op.dtype).numpy)
+    out: np.ndarray = np.empty(op.shape, dtype=dtype_info(op.dtype).numpy)
     raxes = list(op.reduce_axis)
     per_row = math.prod(op.shape[1:]) * math.prod(iv.extent for iv in raxes)
     step = max(1, EVAL_CHUNK // max(per_row, 1))
@@ -67,7 +67,7 @@ def _eval_op(op: ComputeOp, values: dict[int, np.ndarray]) -> np.ndarray:
 
 
 def _identity(combiner: str, dtype: str) -> Any:
-    np_dtype = np.dtype(dtype_info(dtype).numpy)
+    np_dtype: np.dtype[Any] = np.dtype(dtype_info(dtype).numpy)
     if combiner == "sum":
         return np_dtype.type(0)
     if np_dtype.kind == "f":

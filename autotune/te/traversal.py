@@ -6,7 +6,7 @@ re-exports them for the loop IR.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import fields
 from typing import Any
 
@@ -71,7 +71,7 @@ def transform(node: Node, post: Callable[[Node], Node | None],
     return node if r is None else r
 
 
-def substitute(node: Node, mapping: dict[Var, Expr]) -> Any:
+def substitute(node: Node, mapping: Mapping[Var, Expr]) -> Any:
     """Replace variables by expressions (mapping keyed by Var identity)."""
     if not mapping:
         return node

@@ -63,7 +63,7 @@ def fresh_outputs(specs: list[dict[str, Any]]) -> list[np.ndarray]:
     """Outputs pre-filled with NaN (or a sentinel) so elements a kernel never writes show up."""
     out = []
     for spec in specs:
-        np_dtype = np.dtype(dtype_info(spec["dtype"]).numpy)
+        np_dtype: np.dtype[Any] = np.dtype(dtype_info(spec["dtype"]).numpy)
         fill = np.nan if is_float(spec["dtype"]) else (True if np_dtype == np.bool_ else np.iinfo(np_dtype).max)
         out.append(np.full(tuple(spec["shape"]), fill, dtype=np_dtype))
     return out
