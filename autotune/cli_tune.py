@@ -104,6 +104,7 @@ def _tune_one(op: str, shape: str, dtype: str, target: str, trials: int, tuner: 
     if not math.isfinite(result.best_seconds):
         click.echo(f"no valid config found in {result.trials} trials ({result.errors} errors)")
         return
+    assert result.best_config is not None   # a finite best time comes with its config
     click.echo(f"best config : {json.dumps(result.best_config['knobs'])}")
     click.echo(f"best        : {summary['best_ms']:.3f} ms, {result.best_gflops:.1f} GFLOP/s "
                f"({summary['ratio_to_numpy']:.2f}x numpy at {summary['numpy_ms']:.3f} ms)")
@@ -225,7 +226,8 @@ def _tune_plan(path: str, trials: int, tuner: str, db: str | None, seed: int | N
         results = autotune.tune_tasks(tasks, [float(spec.get("weight", 1)) for spec in plan["tasks"]], trials,
                                       [spec.get("tuner", tuner) for spec in plan["tasks"]], db=database, seed=seed,
                                       callbacks=[show])
-    rows = [{"workload": r.workload_key, "weight": float(spec.get("weight", 1)), "trials": r.trials,
+    rows: list[dict[str, Any]] = [
+            {"workload": r.workload_key, "weight": float(spec.get("weight", 1)), "trials": r.trials,
              "errors": r.errors, "best_ms": r.best_seconds * 1e3 if math.isfinite(r.best_seconds) else None,
              "best_gflops": r.best_gflops if math.isfinite(r.best_seconds) else None}
             for r, spec in zip(results, plan["tasks"])]

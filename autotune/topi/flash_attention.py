@@ -84,7 +84,8 @@ class _TileBuffers(NamedTuple):
 def _build(ins: list[Buffer], out: Buffer, sizes: tuple[int, int, int, int], scale: float, causal: bool,
            tiling: Tiling) -> Any:
     ib = IRBuilder()
-    _Kernel(ib, *ins, out, sizes, scale, causal, tiling).emit()
+    q, kt, v = ins
+    _Kernel(ib, q, kt, v, out, sizes, scale, causal, tiling).emit()
     return ib.get()
 
 

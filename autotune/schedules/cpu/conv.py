@@ -141,7 +141,8 @@ def _bn_reference(x, w_folded, b_folded, stride, padding, dilation, groups, **_)
 def _nchw_epilogue(cfg, op: str, fused, N, C, H, W, F, KH, KW, stride, padding, dilation, groups, dtype):
     """The NCHW conv schedule with the conv tile local and `fused`'s epilogue on it."""
     g = nchw_geometry(op, N, C, H, W, F, KH, KW, stride, padding, dilation, groups)
-    define_nchw_knobs(cfg, F, *g.out, C // groups)
+    OH, OW = g.out
+    define_nchw_knobs(cfg, F, OH, OW, C // groups)
     X = te.placeholder((N, C, H, W), dtype, name="X")
     Wt = te.placeholder((F, C // groups, KH, KW), dtype, name="W")
     bias = te.placeholder((F,), dtype, name="bias")

@@ -44,7 +44,7 @@ def _define_knobs(cfg: Any, F: int, OH: int, OW: int, C: int) -> None:
     cfg.define_knob("unroll", [1, 0])
 
 
-def _check_limits(cfg: Any, KH: int, KW: int, stride: tuple[int, int], dtype: str) -> tuple[int, int, int]:
+def _check_limits(cfg: Any, KH: int, KW: int, stride: tuple[int, ...], dtype: str) -> tuple[int, int, int]:
     """(threads in f, y, x); configs no GPU can launch are rejected here, never measured."""
     _, vf, tf, rf = cfg["tile_f"].size
     _, vy, ty, ry = cfg["tile_y"].size

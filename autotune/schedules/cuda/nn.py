@@ -12,7 +12,7 @@ split over the threads (vectorized by `vec`). Optionally the row is first copied
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from ... import te
 from ...dtype import dtype_info
@@ -71,7 +71,7 @@ def schedule_rows(cfg: Any, out: te.Tensor, x: te.Tensor, T: int) -> Schedule:
         s[xs].compute_at(st, i)
         bind_cooperative(s, xs, (T,), 1)
     for p in stages:
-        tag = p.op.tag
+        tag = cast(ComputeOp, p.op).tag   # stages holds compute stages only
         if tag == ROW_ELEMWISE:
             p.compute_inline()
             continue
