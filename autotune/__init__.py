@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .build import build   # also the name of its module: bound here, so `autotune.build` is the function
+from .build import build  # also the name of its module: bound here, so `autotune.build` is the function
 from .ir.lower import lower
 
 if TYPE_CHECKING:
@@ -22,8 +22,19 @@ if TYPE_CHECKING:
     from .search.tune import tune, tune_tasks
 
 __version__ = "0.1.0"
-__all__ = ["te", "lower", "build", "template", "create_task", "create_task_from_te", "tune", "tune_tasks", "load",
-           "ops", "__version__"]
+__all__ = [
+    "__version__",
+    "build",
+    "create_task",
+    "create_task_from_te",
+    "load",
+    "lower",
+    "ops",
+    "te",
+    "template",
+    "tune",
+    "tune_tasks",
+]
 
 _WHERE = {"te": (".te", None), "ops": (".ops", None),
           "create_task_from_te": (".schedules.from_te", "create_task_from_te"),

@@ -1,7 +1,8 @@
 """build: lower a schedule and compile it for a target into a callable function."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .ir.lower import lower
 from .schedules.schedule import Schedule
@@ -19,7 +20,9 @@ def build(s: Schedule, args: Sequence[Tensor], target: str | Target = "llvm", na
     if target.kind == "cuda":
         from .codegen.cuda_module import CudaFunction
 
-        return CudaFunction.build(func, target.resolved().arch)
+        arch = target.resolved().arch
+        assert arch is not None   # resolved() fills in the arch of a cuda target
+        return CudaFunction.build(func, arch)
     from .codegen import build_module
 
     return build_module(func)

@@ -75,7 +75,7 @@ def ops(as_json: bool) -> None:
     from .schedules.task import TEMPLATES, _load_templates, param_text
 
     _load_templates()
-    rows = [{"op": t.name, "target": t.target, "params": list(t.shape_params),
+    rows: list[dict[str, Any]] = [{"op": t.name, "target": t.target, "params": list(t.shape_params),
              "defaults": {k: param_text(v) for k, v in t.defaults.items()}, "description": t.description}
             for (name, _), t in sorted(TEMPLATES.items()) if not name.startswith("testing.")]
     if as_json:

@@ -11,7 +11,8 @@ from .cli import CLIError, emit_json, parse_shape
 from .dtype import dtype_info
 from .target import Target
 
-_DB_OPTION = click.option("--db", default=None, help="Tuning database (path or URL); default $AUTOTUNE_DB or ./tuning.db")
+_DB_OPTION = click.option("--db", default=None,
+                          help="Tuning database (path or URL); default $AUTOTUNE_DB or ./tuning.db")
 _JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 
 
@@ -139,7 +140,8 @@ def best(op: str, shape: str, dtype: str, source: str | None, db: str | None, as
     """The best config of OP at --shape, its measurements and its loop IR."""
     import autotune
 
-    task = autotune.create_task(op, dtype=dtype, **parse_shape(shape))
+    params: dict[str, Any] = parse_shape(shape)   # create_task checks each parameter's kind
+    task = autotune.create_task(op, dtype=dtype, **params)
     _show(_open(db), task.workload_key, source, as_json)
 
 

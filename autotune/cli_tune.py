@@ -32,7 +32,7 @@ class _StopOnInterrupt:
     def __init__(self) -> None:
         self.requested = False
 
-    def __enter__(self) -> "_StopOnInterrupt":
+    def __enter__(self) -> _StopOnInterrupt:
         self._old = signal.signal(signal.SIGINT, self._handle)
         return self
 
@@ -104,6 +104,7 @@ def _tune_one(op: str, shape: str, dtype: str, target: str, trials: int, tuner: 
     if not math.isfinite(result.best_seconds):
         click.echo(f"no valid config found in {result.trials} trials ({result.errors} errors)")
         return
+    assert result.best_config is not None   # a finite best time comes with its config
     click.echo(f"best config : {json.dumps(result.best_config['knobs'])}")
     click.echo(f"best        : {summary['best_ms']:.3f} ms, {result.best_gflops:.1f} GFLOP/s "
                f"({summary['ratio_to_numpy']:.2f}x numpy at {summary['numpy_ms']:.3f} ms)")
@@ -225,7 +226,8 @@ def _tune_plan(path: str, trials: int, tuner: str, db: str | None, seed: int | N
         results = autotune.tune_tasks(tasks, [float(spec.get("weight", 1)) for spec in plan["tasks"]], trials,
                                       [spec.get("tuner", tuner) for spec in plan["tasks"]], db=database, seed=seed,
                                       callbacks=[show])
-    rows = [{"workload": r.workload_key, "weight": float(spec.get("weight", 1)), "trials": r.trials,
+    rows: list[dict[str, Any]] = [
+            {"workload": r.workload_key, "weight": float(spec.get("weight", 1)), "trials": r.trials,
              "errors": r.errors, "best_ms": r.best_seconds * 1e3 if math.isfinite(r.best_seconds) else None,
              "best_gflops": r.best_gflops if math.isfinite(r.best_seconds) else None}
             for r, spec in zip(results, plan["tasks"])]
@@ -251,7 +253,8 @@ def _tune_plan(path: str, trials: int, tuner: str, db: str | None, seed: int | N
               help="llvm (this CPU), cuda (this machine's GPU) or 'cuda -arch=sm_90' (compile for an arch).")
 @click.option("--trials", default=64, show_default=True, type=click.IntRange(1, MAX_TRIALS))
 @click.option("--tuner", default="xgb", show_default=True, type=click.Choice(TUNERS))
-@click.option("--db", default=None, help="Tuning database (path or SQLAlchemy URL); default $AUTOTUNE_DB or ./tuning.db")
+@click.option("--db", default=None,
+              help="Tuning database (path or SQLAlchemy URL); default $AUTOTUNE_DB or ./tuning.db")
 @click.option("--early-stopping", type=click.IntRange(1, MAX_TRIALS), default=None,
               help="Stop after N trials without improvement.")
 @click.option("--seed", type=click.IntRange(0, MAX_SEED), default=None)

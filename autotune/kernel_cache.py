@@ -10,6 +10,7 @@ directory) is left as it is; the cache then lives in a private per-user subdirec
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import json
@@ -19,8 +20,9 @@ import stat
 import threading
 import warnings
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import llvmlite
 
@@ -59,10 +61,8 @@ def _private_dir(root: Path) -> Path:
     if _is_private(os.stat(root)):
         return root
     sub = root / f"autotune-{os.getuid()}"
-    try:
+    with contextlib.suppress(FileExistsError):
         sub.mkdir(mode=0o700)
-    except FileExistsError:
-        pass
     if not _is_private(os.lstat(sub)):   # lstat: a planted symlink or foreign directory is refused
         warnings.warn(f"autotune: kernel cache disabled: {sub} exists but is not a directory private to this "
                       "user; set AUTOTUNE_CACHE to a private directory", stacklevel=4)

@@ -16,20 +16,34 @@ import sqlite3
 import time
 import warnings
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import and_, case, delete, func, insert, inspect, select, update
+from sqlalchemy import URL, CursorResult, Table, and_, case, delete, func, insert, inspect, select, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from .boundary import is_int, warn_skipped
-from .engine import (WRITE_OPTION, check_file, in_memory, install_sqlite_hooks, locate,
-                     sqlite_file_engine, url_engine)
+from .engine import WRITE_OPTION, check_file, in_memory, install_sqlite_hooks, locate, sqlite_file_engine, url_engine
 from .jsonl import export_records, import_lines, read_jsonl
 from .records import RUN_STATUSES, Record, RunInfo, TuningDBError, WorkloadSummary
 from .rekey import Rekey, rekey
-from .schema import (SCHEMA_VERSION, UPGRADES, VERSION_TABLES, ClaimRow, Meta, RecordRow, RunRow, TargetRow,
-                     WorkloadRow, get_or_create, key_id, record_row, to_record, workload_params)
+from .schema import (
+    SCHEMA_VERSION,
+    UPGRADES,
+    VERSION_TABLES,
+    ClaimRow,
+    Meta,
+    RecordRow,
+    RunRow,
+    TargetRow,
+    WorkloadRow,
+    get_or_create,
+    key_id,
+    record_row,
+    to_record,
+    workload_params,
+)
+
 
 def _reason(e: BaseException) -> str:
     """The driver's one-line reason, without SQLAlchemy's statement dump."""
@@ -63,14 +77,14 @@ class TuningDB:
 
     def __init__(self, path_or_url: str | os.PathLike[str] | None = None, readonly: bool = False) -> None:
         self.readonly = readonly
-        path, url = locate(path_or_url)
+        path, url = locate(path_or_url)   # the SQLite file, or else the URL (casts below)
         self.path = path   # the SQLite file, or None for a URL that is not one
-        self.name = str(path) if path is not None else url.render_as_string(hide_password=True)
+        self.name = str(path) if path is not None else cast(URL, url).render_as_string(hide_password=True)
         self.url = f"sqlite:///{path.resolve()}" if path is not None else self.name   # password masked
         if path is not None:
             check_file(path, readonly)
         try:
-            self._engine = sqlite_file_engine(path, readonly) if path is not None else url_engine(url)
+            self._engine = sqlite_file_engine(path, readonly) if path is not None else url_engine(cast(URL, url))
         except (SQLAlchemyError, ImportError) as e:   # unknown dialect, driver not installed
             raise TuningDBError(f"cannot open tuning database {self.name}: {e}") from None
         self._sqlite = self._engine.dialect.name == "sqlite"
@@ -205,7 +219,7 @@ class TuningDB:
                                         f"but run {run_id} tunes {keys[0]!r} on {keys[1]!r}")
             if records:
                 rows = [record_row(r, run_id, run.workload_id, run.target_id) for r in records]
-                session.execute(insert(RecordRow.__table__), rows)   # one executemany
+                session.execute(insert(cast(Table, RecordRow.__table__)), rows)   # one executemany
                 session.execute(delete(ClaimRow).where(ClaimRow.run_id == run_id,
                                                        ClaimRow.config_index.in_([r.config_index for r in records])))
 
@@ -234,7 +248,7 @@ class TuningDB:
             mine = [i for i in indices if i not in taken]
             session.execute(delete(ClaimRow).where(*same, ClaimRow.config_index.in_(mine)))   # renew our own
             if mine:
-                session.execute(insert(ClaimRow.__table__), [
+                session.execute(insert(cast(Table, ClaimRow.__table__)), [
                     {"workload_id": run.workload_id, "target_id": run.target_id, "config_index": i,
                      "run_id": run_id, "expires_at": now + lease_s} for i in mine])
             return mine
@@ -244,8 +258,8 @@ class TuningDB:
         if status not in RUN_STATUSES:
             raise ValueError(f"finish_run: status must be one of {list(RUN_STATUSES)}, got {status!r}")
         with self._writing() as session:
-            changed = session.execute(update(RunRow).where(RunRow.id == run_id).values(
-                trials_done=int(trials_done), status=status, ended_at=time.time())).rowcount
+            changed = cast(CursorResult, session.execute(update(RunRow).where(RunRow.id == run_id).values(
+                trials_done=int(trials_done), status=status, ended_at=time.time()))).rowcount
             if changed == 0:
                 raise TuningDBError(f"{self.name}: no run {run_id} to finish")
             session.execute(delete(ClaimRow).where(ClaimRow.run_id == run_id))   # what it did not measure is free again
@@ -379,8 +393,8 @@ class TuningDB:
         ranked = _best_ok_ranked()
         keep = select(ranked.c.id).where(ranked.c.rank <= top_k)
         with self._writing() as session:
-            deleted = session.execute(delete(RecordRow).where(RecordRow.id.not_in(keep)),
-                                      execution_options={"synchronize_session": False}).rowcount
+            deleted = cast(CursorResult, session.execute(delete(RecordRow).where(RecordRow.id.not_in(keep)),
+                                      execution_options={"synchronize_session": False})).rowcount
         if self._sqlite and deleted:
             self._vacuum()
         return deleted

@@ -14,9 +14,9 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import insert, select
+from sqlalchemy import Table, insert, select
 from sqlalchemy.orm import Session
 
 from .boundary import MAX_JSON_BYTES, check_params, is_number, loads, warn_skipped
@@ -186,5 +186,6 @@ def _import_group(session: Session, group: list[Line]) -> int:
                  trials_done=len(new), seed=None, started_at=now, ended_at=now, status="finished")
     session.add(run)
     session.flush()
-    session.execute(insert(RecordRow.__table__), [record_row(r, run.id, workload_id, target_id) for r in new])
+    rows = [record_row(r, run.id, workload_id, target_id) for r in new]
+    session.execute(insert(cast(Table, RecordRow.__table__)), rows)
     return len(new)

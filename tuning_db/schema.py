@@ -9,9 +9,9 @@ Times are float unix seconds, like the measurement timestamps they sit beside.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import JSON, BigInteger, Float, ForeignKey, Index, Integer, String, Text, select
+from sqlalchemy import JSON, BigInteger, Float, ForeignKey, Index, Integer, String, Table, Text, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
@@ -115,7 +115,7 @@ TABLES = frozenset(Base.metadata.tables)
 # no table: a workload's params may hold floats from it on, which version 2 refuses as invalid, so
 # the number keeps an older library from reading such workloads as if they were not there.
 VERSION_TABLES = {1: TABLES - {"claims"}, 2: TABLES, 3: TABLES}
-UPGRADES = {1: lambda conn: ClaimRow.__table__.create(conn), 2: lambda conn: None}
+UPGRADES = {1: lambda conn: cast(Table, ClaimRow.__table__).create(conn), 2: lambda conn: None}
 
 
 def record_row(record: Record, run_id: int, workload_id: int, target_id: int) -> dict[str, Any]:
@@ -128,7 +128,8 @@ def record_row(record: Record, run_id: int, workload_id: int, target_id: int) ->
 
 def to_record(row: RecordRow, workload_key: str, target_key: str) -> Record:
     """The Record of a row; ValueError naming the field if the stored row is not a valid record."""
-    return Record(workload_key, target_key, row.config_index, row.config, row.costs, row.error_kind,
+    # the stored costs may be any JSON value: Record checks them and makes them a tuple
+    return Record(workload_key, target_key, row.config_index, row.config, cast(Any, row.costs), row.error_kind,
                   row.error_msg, row.build_seconds, row.timestamp, row.run_id)
 
 

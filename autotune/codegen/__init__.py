@@ -14,7 +14,7 @@ from . import jit
 from .llvm import emit_module, entry_symbol
 from .module import BuiltFunction, make_signature
 
-__all__ = ["build_module", "compile_object", "load_module", "compile_for", "load_compiled", "BuiltFunction"]
+__all__ = ["BuiltFunction", "build_module", "compile_for", "compile_object", "load_compiled", "load_module"]
 
 
 def _ir_text(func: PrimFunc) -> str:
@@ -46,7 +46,9 @@ def compile_for(func: PrimFunc, target: Target) -> tuple[dict[str, Any], bytes]:
     if target.kind == "cuda":
         from .cuda_module import compile_kernel
 
-        return compile_kernel(func, target.resolved().arch)
+        arch = target.resolved().arch
+        assert arch is not None   # resolved() fills in the arch of a cuda target
+        return compile_kernel(func, arch)
     return compile_object(func)
 
 

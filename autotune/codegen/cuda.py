@@ -15,8 +15,22 @@ from ..dtype import dtype_info
 from ..errors import BuildError
 from ..ir.bounds import const_bound
 from ..ir.functor import walk
-from ..ir.nodes import (Allocate, Broadcast, Evaluate, For, ForKind, IfThenElse, Let, Load, PrimFunc, Ramp,
-                        Seq, Stmt, Store, ThreadAllReduce)
+from ..ir.nodes import (
+    Allocate,
+    Broadcast,
+    Evaluate,
+    For,
+    ForKind,
+    IfThenElse,
+    Let,
+    Load,
+    PrimFunc,
+    Ramp,
+    Seq,
+    Stmt,
+    Store,
+    ThreadAllReduce,
+)
 from ..ir.passes.barriers import BARRIER
 from ..ir.passes.gpu import prepare_kernel
 from ..ir.passes.gpu_launch import LaunchShape, allreduce_warps
@@ -30,7 +44,7 @@ __device__ __forceinline__ int at_floordiv(int a, int b) {
 __device__ __forceinline__ int at_floormod(int a, int b) { int r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
 __device__ __forceinline__ float at_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 __device__ __forceinline__ double at_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
-"""
+"""  # noqa: E501  (the CUDA prelude is emitted verbatim; its text is part of the kernel source)
 
 _BINARY = {BinOp.ADD: "+", BinOp.SUB: "-", BinOp.MUL: "*", BinOp.DIV: "/"}
 _HELPER = {BinOp.MAX: "at_max", BinOp.MIN: "at_min", BinOp.FLOORDIV: "at_floordiv", BinOp.FLOORMOD: "at_floormod"}
@@ -40,12 +54,14 @@ _MATH = {"exp": ("expf", "exp"), "log": ("logf", "log"), "sqrt": ("sqrtf", "sqrt
          "ceil": ("ceilf", "ceil"), "pow": ("powf", "pow"), "sigmoid": ("at_sigmoid", "at_sigmoid")}
 INDEX_TAGS = frozenset(f"{p}.{a}" for p in ("threadIdx", "blockIdx") for a in "xyz")   # CUDA's own names
 # names a variable or buffer must not take: C/C++ keywords, CUDA built-ins, the math functions
-RESERVED = frozenset(
-    "auto bool break case char const continue default do double else enum extern float for goto if inline int "
-    "long register restrict return short signed sizeof static struct switch typedef union unsigned void volatile "
-    "while class delete new operator private public template this true false namespace using half "
-    "threadIdx blockIdx blockDim gridDim warpSize max min abs exp log sqrt pow tanh erf floor ceil "
-    "float4 make_float4".split()) | {fn for pair in _MATH.values() for fn in pair}
+RESERVED = frozenset((
+    "auto", "bool", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum",
+    "extern", "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return", "short",
+    "signed", "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void", "volatile", "while",
+    "class", "delete", "new", "operator", "private", "public", "template", "this", "true", "false", "namespace",
+    "using", "half", "threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize", "max", "min", "abs", "exp", "log",
+    "sqrt", "pow", "tanh", "erf", "floor", "ceil", "float4", "make_float4"
+)) | {fn for pair in _MATH.values() for fn in pair}
 
 
 def _float_literal(value: float, dtype: str) -> str:
@@ -146,27 +162,27 @@ class CudaEmitter:
         if e.lanes != 1:
             raise BuildError(f"cuda codegen: vector expression {e} where a scalar is needed")
         t = type(e)
-        if t is Var:
+        if type(e) is Var:
             return self.name(e, e.name)
-        if t is Const:
+        if type(e) is Const:
             return self.const(e)
-        if t is Binary:
+        if type(e) is Binary:
             return self.binary(e)
-        if t is Compare:
+        if type(e) is Compare:
             return f"({self.expr(e.a)} {e.op.value} {self.expr(e.b)})"
-        if t is And:
+        if type(e) is And:
             return f"({self.expr(e.a)} && {self.expr(e.b)})"
-        if t is Or:
+        if type(e) is Or:
             return f"({self.expr(e.a)} || {self.expr(e.b)})"
-        if t is Not:
+        if type(e) is Not:
             return f"(!{self.expr(e.a)})"
-        if t is Select:
+        if type(e) is Select:
             return f"({self.expr(e.cond)} ? {self.expr(e.t)} : {self.expr(e.f)})"
-        if t is Cast:
+        if type(e) is Cast:
             return f"(({dtype_info(e.dtype).cuda})({self.expr(e.value)}))"
-        if t is Call:
+        if type(e) is Call:
             return self.call(e)
-        if t is Load:
+        if type(e) is Load:
             ref = f"{self.name(e.buffer, e.buffer.name)}[{self.expr(e.index)}]"
             if e.predicate is None:
                 return ref
@@ -210,28 +226,28 @@ class CudaEmitter:
     # -- statements --------------------------------------------------------------------------------
     def stmt(self, s: Stmt) -> None:
         t = type(s)
-        if t is Seq:
+        if type(s) is Seq:
             for c in s.stmts:
                 self.stmt(c)
-        elif t is For:
+        elif type(s) is For:
             self.loop(s)
-        elif t is Store:
+        elif type(s) is Store:
             self.store(s)
-        elif t is Allocate:
+        elif type(s) is Allocate:
             self.allocate(s)
-        elif t is IfThenElse:
+        elif type(s) is IfThenElse:
             self.line(f"if ({self.expr(s.cond)}) {{")
             self.nested(s.then_case)
             if s.else_case is not None:
                 self.line("} else {")
                 self.nested(s.else_case)
             self.line("}")
-        elif t is Let:
+        elif type(s) is Let:
             self.line(f"const {dtype_info(s.var.dtype).cuda} {self.name(s.var, s.var.name)} = {self.expr(s.value)};")
             self.stmt(s.body)
-        elif t is Evaluate and isinstance(s.value, Call) and s.value.fn == BARRIER:
+        elif type(s) is Evaluate and isinstance(s.value, Call) and s.value.fn == BARRIER:
             self.line("__syncthreads();")
-        elif t is ThreadAllReduce:
+        elif type(s) is ThreadAllReduce:
             self.allreduce(s)
         else:
             raise BuildError(f"cuda codegen: no rule for statement {t.__name__}")
@@ -288,10 +304,10 @@ class CudaEmitter:
 
         def visit(n: object) -> None:
             if (isinstance(n, Load) and n.lanes == 4 and id(n) not in known
-                    and _float4(n.index, n.buffer.dtype, n.predicate) is not None):
+                    and (base := _float4(n.index, n.buffer.dtype, n.predicate)) is not None):
                 tmp = self.name(("float4", id(n), len(self.lines)), "f4")
                 buf = self.name(n.buffer, n.buffer.name)
-                self.line(f"const float4 {tmp} = *(const float4*)({buf} + {self.expr(n.index.base)});")
+                self.line(f"const float4 {tmp} = *(const float4*)({buf} + {self.expr(base)});")
                 lanes = [Var(f"{tmp}.{c}", "float32") for c in "xyzw"]
                 for v in lanes:
                     self.names[v] = v.name

@@ -55,7 +55,7 @@ def _release(ctx: Any) -> None:
         while _init().Context.get_current() is not None:
             _init().Context.pop()
         ctx.detach()
-    except Exception:      # the process is exiting; the driver frees the context anyway
+    except Exception:  # noqa: BLE001  (the process is exiting; the driver frees the context anyway)
         pass
 
 
@@ -74,7 +74,7 @@ def gpu_available() -> bool:
     """Whether this process can run CUDA kernels (PyCUDA imports and the driver sees a GPU)."""
     try:
         device_info()
-    except Exception:       # no PyCUDA, no driver, no device, or a driver error: no usable GPU
+    except Exception:  # noqa: BLE001  (no PyCUDA, no driver, no device, or a driver error: no usable GPU)
         return False
     return True
 

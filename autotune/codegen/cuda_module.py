@@ -9,7 +9,8 @@ without a GPU and the measuring worker loads the result (`CudaFunction.from_cubi
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

@@ -7,15 +7,29 @@ tanh, ...) and llvm_parallel.py (PARALLEL loops outlined for libgomp's `GOMP_par
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import ClassVar, TypeGuard
 
 from llvmlite import ir
 
 from ..dtype import dtype_info
 from ..errors import BuildError
-from ..ir.nodes import (Allocate, Broadcast, Evaluate, For, ForKind, IfThenElse, Let, Load,
-                        PrimFunc, Ramp, Seq, Stmt, Store)
+from ..ir.nodes import (
+    Allocate,
+    Broadcast,
+    Evaluate,
+    For,
+    ForKind,
+    IfThenElse,
+    Let,
+    Load,
+    PrimFunc,
+    Ramp,
+    Seq,
+    Stmt,
+    Store,
+)
 from ..te.expr import And, Binary, Call, Cast, Compare, Const, Expr, Not, Or, Select, Var
 from . import llvm_helpers as h
 from .llvm_abi import NUM_THREADS_SYMBOL, define_heap_table, entry_symbol, status_error
@@ -26,7 +40,7 @@ from .llvm_parallel import emit_parallel_for, warn_serial_once
 HEAP_THRESHOLD = 64 * 1024      # bytes: bigger "local" buffers go to the heap (thread stacks are small)
 ALIGN = 64
 
-__all__ = ["LLVMCodegen", "emit_module", "entry_symbol", "status_error", "NUM_THREADS_SYMBOL"]
+__all__ = ["NUM_THREADS_SYMBOL", "LLVMCodegen", "emit_module", "entry_symbol", "status_error"]
 
 
 @dataclass
@@ -49,7 +63,7 @@ class _Scope:
 _LLVM_INTRINSIC = {"sqrt": "sqrt", "fabs": "fabs", "floor": "floor", "ceil": "ceil", "pow": "pow"}
 
 
-def _is_contiguous(index: Expr) -> bool:
+def _is_contiguous(index: Expr) -> TypeGuard[Ramp]:
     return (isinstance(index, Ramp) and isinstance(index.stride, Const)
             and index.stride.value == 1)
 
@@ -134,6 +148,7 @@ class LLVMCodegen:
                 scope.fail = b.function.append_basic_block("alloc_failed")
                 with b.goto_block(scope.fail):
                     scope.fail_code = b.phi(I32, name="status")
+            assert scope.fail_code is not None   # made with scope.fail, just above or earlier
             scope.fail_code.add_incoming(code, b.block)
             b.branch(scope.fail)
 
@@ -283,7 +298,7 @@ class LLVMCodegen:
             value = b.icmp_unsigned("!=", value, h.const_like(value.type, 0))
         return value
 
-    _EXPR: dict[type, Callable] = {
+    _EXPR: ClassVar[dict[type, Callable]] = {
         Var: var_value, Const: _const, Binary: _binary, Compare: _compare, And: _and, Or: _or,
         Not: _not, Select: _select, Cast: _cast, Call: _call, Ramp: _ramp,
         Broadcast: _broadcast, Load: _load,
@@ -338,11 +353,11 @@ class LLVMCodegen:
 
     def serial_loop(self, var: Var, start, stop, body: Stmt) -> None:
         llvm_vectorize = not h.periodic_access(body, var)
-        with h.for_range(self.b, start, stop, name=var.name, llvm_vectorize=llvm_vectorize) as i:
-            with _bound(self.scope.vars, var, i):
-                self.scope.loop_depth += 1
-                self.stmt(body)
-                self.scope.loop_depth -= 1
+        with h.for_range(self.b, start, stop, name=var.name, llvm_vectorize=llvm_vectorize) as i, \
+                _bound(self.scope.vars, var, i):
+            self.scope.loop_depth += 1
+            self.stmt(body)
+            self.scope.loop_depth -= 1
 
     def _allocate(self, s: Allocate) -> None:
         buf = s.buffer
@@ -397,7 +412,7 @@ class LLVMCodegen:
             raise BuildError(f"llvm codegen: cannot evaluate {s.value} for its effect on the "
                              "llvm target")
 
-    _STMT: dict[type, Callable] = {
+    _STMT: ClassVar[dict[type, Callable]] = {
         Seq: _seq, Store: _store, For: _for, Allocate: _allocate, IfThenElse: _if, Let: _let,
         Evaluate: _evaluate,
     }

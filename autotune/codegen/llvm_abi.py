@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import json
-from typing import Callable
+from collections.abc import Callable
 
 from llvmlite import ir
 

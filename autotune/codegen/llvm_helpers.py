@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
+from typing import cast
 
 from llvmlite import ir
 
@@ -162,7 +163,7 @@ def periodic_access(body: Stmt, var: Var) -> bool:
     """
     def periodic(n: object) -> bool:
         return (isinstance(n, Binary) and n.op in (BinOp.FLOORMOD, BinOp.FLOORDIV) and isinstance(n.b, Const)
-                and n.b.value > 1 and n.b.value & (n.b.value - 1) == 0 and uses_var(n.a, var))
+                and (c := cast(int, n.b.value)) > 1 and c & (c - 1) == 0 and uses_var(n.a, var))
 
     hits: list[object] = []
 

@@ -9,7 +9,8 @@ import ctypes
 import functools
 import hashlib
 import os
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

@@ -8,6 +8,17 @@ from .metrics import group_spearman, pair_loss, rankdata, spearman, top_k_recall
 from .xgb_model import XGBCostModel, normalise
 
 __all__ = [
-    "FEATURE_LEN", "MAX_BUFFERS", "MAX_KNOBS", "MAX_LOOPS", "extract", "feature_names",
-    "group_spearman", "pair_loss", "rankdata", "spearman", "top_k_recall", "XGBCostModel", "normalise",
+    "FEATURE_LEN",
+    "MAX_BUFFERS",
+    "MAX_KNOBS",
+    "MAX_LOOPS",
+    "XGBCostModel",
+    "extract",
+    "feature_names",
+    "group_spearman",
+    "normalise",
+    "pair_loss",
+    "rankdata",
+    "spearman",
+    "top_k_recall",
 ]

@@ -70,12 +70,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 import numpy as np
 
 from ..dtype import dtype_info
 from ..ir.nodes import Allocate, ForKind, Let, PrimFunc, Seq
-from .ir_walk import Template, Walk, ANALYZE, PARALLEL_KINDS, visit
+from .ir_walk import ANALYZE, PARALLEL_KINDS, Template, Walk, visit
 
 MAX_LOOPS = 8
 MAX_BUFFERS = 5
@@ -174,7 +175,9 @@ def _buffer_stats(buf, accs: list, tpl: Template, levels: list[_Level]) -> _BufS
     lanes = max(a.lanes for a, _ in accs)
     lane_stride = max((abs(a.aff.lane_stride) for a, _ in accs if a.lanes > 1), default=0.0)
     d, span_u, consts = _distinct_offsets(accs, analysed, tpl.copies)
-    factors, spans, reuse = [], [], []
+    factors: list[float] = []
+    spans: list[float] = []
+    reuse: list[float] = []
     for lv in levels:
         if lv.depth is not None:
             c = coef.get(lv.depth, 0.0)
@@ -196,9 +199,10 @@ def _buffer_stats(buf, accs: list, tpl: Template, levels: list[_Level]) -> _BufS
     if levels and levels[-1].kind == "vectorized":
         stride = lane_stride
     elif levels and levels[-1].kind == "unrolled":
-        stride = min((b - a for a, b in zip(consts, consts[1:])), default=0.0)
+        stride = min((b - a for a, b in pairwise(consts)), default=0.0)
     elif levels:
-        stride = coef.get(levels[-1].depth, 0.0)
+        depth = levels[-1].depth
+        stride = 0.0 if depth is None else coef.get(depth, 0.0)   # coef has no None key
     else:
         stride = 0.0
     scale = tpl.copies / analysed

@@ -33,23 +33,22 @@ def _aff(e, memo: dict) -> _Aff:
 
 
 def _aff_new(e, memo: dict) -> _Aff:
-    t = type(e)
-    if t is Const:
+    if type(e) is Const:
         return _Aff({}, float(e.value))
-    if t is Var:
+    if type(e) is Var:
         return _Aff({e: 1.0})
-    if t is Ramp:
+    if type(e) is Ramp:
         base, step = _aff(e.base, memo), _aff(e.stride, memo)
         return _Aff(base.coef, base.const, step.const, e.lanes, base.data_dependent)
-    if t is Broadcast:
+    if type(e) is Broadcast:
         v = _aff(e.value, memo)
         return _Aff(v.coef, v.const, 0.0, e.lanes, v.data_dependent)
-    if t is Cast:
+    if type(e) is Cast:
         return _aff(e.value, memo)
-    if t is Load:
+    if type(e) is Load:
         inner = _aff(e.index, memo)
         return _Aff({v: 1.0 for v in inner.coef}, 0.0, 0.0, inner.lanes, True)
-    if t is Binary:
+    if type(e) is Binary:
         a, b = _aff(e.a, memo), _aff(e.b, memo)
         op = e.op
         if op is BinOp.ADD or op is BinOp.SUB:
@@ -74,7 +73,7 @@ def _aff_new(e, memo: dict) -> _Aff:
             return _Aff(a.coef, a.const % b.const, a.lane_stride, a.lanes, a.data_dependent)
         # min/max (clamps) and anything else: follow the operand that varies
         return a if (a.coef or a.lane_stride or not (b.coef or b.lane_stride)) else b
-    if t is Select:
+    if type(e) is Select:
         return _aff(e.t, memo)
     return _Aff({})
 
@@ -88,7 +87,7 @@ def _is_gather(index, lanes: int, aff: _Aff) -> bool:
     return not (type(index) is Ramp and type(index.stride) is Const and index.stride.value == 1)
 
 
-_FLOAT_KIND = {}
+_FLOAT_KIND: dict[str, bool] = {}
 
 
 def _is_float(dtype: str) -> bool:
@@ -104,13 +103,13 @@ def _ops(e, memo: dict) -> tuple[float, float, tuple, int]:
     if r is not None:
         return r
     t = type(e)
-    if t is Load:
+    if type(e) is Load:
         f, i, loads, lanes = _ops(e.index, memo)
         r = (f, i, loads + (e,), lanes)
     elif t is Binary or t is Compare or t is Call or t is Select or t is Cast or t is Ramp \
             or t is Broadcast or t is Not or t is And or t is Or:
         f = i = 0.0
-        loads: tuple = ()
+        loads = ()
         lanes = 1
         for c in _expr_children(e, t):
             cf, ci, cl, cn = _ops(c, memo)
@@ -183,19 +182,18 @@ class Walk:
 
 def visit(s, loops: tuple, sig: tuple, count: float, guards: int, in_else: bool, w: Walk) -> bool:
     """Record the stores under `s`; returns whether `s` contains a loop."""
-    t = type(s)
-    if t is For:
+    if type(s) is For:
         w.n_loops += 1
         w.n_parallel += s.kind in PARALLEL_KINDS
         visit(s.body, loops + (s,), sig + ((s.extent, s.kind),), count * s.extent, guards,
                in_else, w)
         return True
-    if t is Seq:
+    if type(s) is Seq:
         has = False
         for x in s.stmts:
             has = visit(x, loops, sig, count, guards, in_else, w) or has
         return has
-    if t is IfThenElse:
+    if type(s) is IfThenElse:
         w.n_guards += 1
         has = visit(s.then_case, loops, sig, count, guards + 1, in_else, w)
         if s.else_case is not None:
@@ -204,13 +202,13 @@ def visit(s, loops: tuple, sig: tuple, count: float, guards: int, in_else: bool,
             w.inner_guards += 1
             w.inner_guard_evals += count
         return has
-    if t is Allocate:
+    if type(s) is Allocate:
         b = s.buffer
         w.allocs.append((b.scope, b.size * dtype_info(b.dtype).bytes))
         return visit(s.body, loops, sig, count, guards, in_else, w)
-    if t is Let:
+    if type(s) is Let:
         return visit(s.body, loops, sig, count, guards, in_else, w)
-    if t is Store:
+    if type(s) is Store:
         _record_store(s, loops, sig, count, guards, in_else, w)
     return False
 

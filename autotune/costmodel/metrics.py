@@ -70,7 +70,7 @@ def group_spearman(pred: np.ndarray, true: np.ndarray, groups: Sequence[str]) ->
     return float(np.mean(scores)) if scores else 0.0
 
 
-def pair_loss(pred: np.ndarray, true: np.ndarray, groups: Sequence[str], max_rows: int = 512) -> float:
+def pair_loss(pred: np.ndarray, true: np.ndarray, groups: Sequence[str] | np.ndarray, max_rows: int = 512) -> float:
     """Mean logistic loss log(1 + exp(-(p_i - p_j))) over pairs of a group with true_i > true_j.
 
     The held-out form of XGBoost's rank:pairwise objective: unlike Spearman it moves smoothly

@@ -135,6 +135,7 @@ class XGBCostModel:
         if X.ndim != 2 or X.shape[1] != self.num_features:
             raise ValueError(f"predict expects rows of {self.num_features} features, got shape {X.shape}")
         d = xgb.DMatrix(X, nthread=self._nthread())
+        assert self.best_iteration is not None   # set with the booster (fit or load)
         return self.booster.predict(d, iteration_range=(0, int(self.best_iteration) + 1))
 
     def save(self, path: str | Path) -> None:
@@ -192,7 +193,7 @@ def _split(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     if n < _MIN_ROWS_FOR_EARLY_STOP:
         return idx, idx[:0]
     perm = np.random.default_rng(seed).permutation(n)
-    n_held = int(round(n * _HOLDOUT))
+    n_held = round(n * _HOLDOUT)
     return np.sort(perm[n_held:]), np.sort(perm[:n_held])
 
 

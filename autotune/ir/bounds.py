@@ -9,7 +9,7 @@ use it to tell when a guard true at two points is true between them).
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from ..te.expr import Binary, BinOp, Cast, Const, Expr, Select, Var
 from .functor import uses_var
@@ -19,17 +19,16 @@ Interval = tuple[int, int]
 
 def const_bound(e: Expr, ranges: dict[Var, Interval]) -> Interval | None:
     """Constant [lo, hi] containing every value of the int expression `e`, or None if unknown."""
-    t = type(e)
-    if t is Const:
+    if type(e) is Const:
         return (int(e.value), int(e.value)) if e.dtype != "bool" and isinstance(e.value, int) else None
-    if t is Var:
+    if type(e) is Var:
         return ranges.get(e)
-    if t is Cast:
+    if type(e) is Cast:
         return const_bound(e.value, ranges) if e.dtype.startswith("int") and e.value.dtype.startswith("int") else None
-    if t is Select:
+    if type(e) is Select:
         a, b = const_bound(e.t, ranges), const_bound(e.f, ranges)
         return None if a is None or b is None else (min(a[0], b[0]), max(a[1], b[1]))
-    if t is not Binary or not e.dtype.startswith("int"):
+    if type(e) is not Binary or not e.dtype.startswith("int"):
         return None
     a = const_bound(e.a, ranges)
     if e.op is BinOp.FLOORMOD:
@@ -77,17 +76,16 @@ def symbolic_bound(e: Expr, relax: dict[Var, SymInterval],
     None where the expression is not one bound inference understands (the caller then takes the
     whole tensor, which is always correct).
     """
-    t = type(e)
-    if t is Const:
+    if type(e) is Const:
         return (e, e)
-    if t is Var:
+    if type(e) is Var:
         return relax.get(e, (e, e))
-    if t is Select:
+    if type(e) is Select:
         a, b = symbolic_bound(e.t, relax, is_const), symbolic_bound(e.f, relax, is_const)
         if a is None or b is None:
             return None
         return (Binary(BinOp.MIN, a[0], b[0]), Binary(BinOp.MAX, a[1], b[1]))
-    if t is not Binary:
+    if type(e) is not Binary:
         return None
     a = symbolic_bound(e.a, relax, is_const)
     b = symbolic_bound(e.b, relax, is_const)

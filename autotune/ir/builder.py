@@ -12,11 +12,12 @@ verify), so loop kinds mean what they mean in a schedule.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from ..dtype import dtype_info
-from ..te.expr import Const, Expr, Var, as_expr, as_bool
+from ..te.expr import Const, Expr, Var, as_bool, as_expr
 from .nodes import Allocate, Buffer, For, ForKind, IfThenElse, Load, Stmt, Store, seq
 
 LOOP_KINDS = {"serial": ForKind.SERIAL, "parallel": ForKind.PARALLEL, "vectorize": ForKind.VECTORIZED,

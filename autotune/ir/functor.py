@@ -7,8 +7,17 @@ from ..te.expr import Expr, IterVar, Node, Var
 from ..te.traversal import children, field_names, substitute, transform, walk
 from .nodes import Allocate, Buffer, Load, Store
 
-__all__ = ["children", "walk", "transform", "substitute", "free_vars", "uses_var", "structural_equal",
-           "written_buffers", "replace_buffers"]
+__all__ = [
+    "children",
+    "free_vars",
+    "replace_buffers",
+    "structural_equal",
+    "substitute",
+    "transform",
+    "uses_var",
+    "walk",
+    "written_buffers",
+]
 
 
 def free_vars(node: Node) -> set[Var]:
@@ -42,7 +51,7 @@ def replace_buffers(node: Node, mapping: dict[Buffer, Buffer], offset: Expr | No
     def moved(index: Expr) -> Expr:
         return index if offset is None else offset + index
 
-    def post(n: object) -> object | None:
+    def post(n: Node) -> Node | None:
         if isinstance(n, Load) and n.buffer in mapping:
             return Load(mapping[n.buffer], moved(n.index), n.predicate)
         if isinstance(n, Store) and n.buffer in mapping:

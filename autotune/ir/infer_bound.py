@@ -10,6 +10,7 @@ buffer), otherwise the whole tensor is taken, which is always correct.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 from ..errors import ScheduleError
 from ..schedules.schedule import Fuse, Schedule, Split, Stage
@@ -38,6 +39,7 @@ def pass_down(stage: Stage, root_ext: dict[IterVar, int]) -> dict[IterVar, int]:
                 inner = min(rel.factor, e)
                 ext[rel.inner], ext[rel.outer] = inner, -(-e // inner)
             else:
+                assert rel.nparts is not None   # a split has a factor or nparts
                 outer = min(rel.nparts, e)
                 ext[rel.outer], ext[rel.inner] = outer, -(-e // outer)
         else:
@@ -66,11 +68,11 @@ def expanded_body(schedule: Schedule, stage: Stage) -> Expr:
         producer = schedule[n.tensor]
         if producer.attach != "inline":
             return None
-        op: ComputeOp = producer.op  # type: ignore[assignment]
+        op = cast(ComputeOp, producer.op)   # only compute ops are inlined
         body = substitute(op.body, {iv.var: i for iv, i in zip(op.axis, n.indices)})
         return transform(body, inline)
 
-    return transform(stage.op.body, inline)
+    return transform(cast(ComputeOp, stage.op).body, inline)   # bodies are asked of compute stages
 
 
 def _loads_of(body: Expr, schedule: Schedule, producer: Stage) -> list[TensorLoad]:
@@ -82,7 +84,7 @@ def _loads_of(body: Expr, schedule: Schedule, producer: Stage) -> list[TensorLoa
 
 def _const_value(e: Expr) -> int | None:
     s = simplify_expr(e)
-    return s.value if isinstance(s, Const) else None
+    return cast(int, s.value) if isinstance(s, Const) else None   # index expressions are int
 
 
 class BoundInference:
@@ -108,7 +110,7 @@ class BoundInference:
         vals = pass_up(stage, ext, {iv: iv.var for iv in stage.leaf_iter_vars})
         return {iv: r.min + vals[iv] for iv, r in self.ranges[id(stage)].items()}
 
-    def loop_ranges(self, stage: Stage) -> dict[Var, Interval]:
+    def loop_ranges(self, stage: Stage | None) -> dict[Var, Interval]:
         """Constant ranges of the stage's loop variables and of all loops enclosing it."""
         out: dict[Var, Interval] = {}
         st: Stage | None = stage
@@ -131,12 +133,13 @@ class BoundInference:
     def _range(self, st: Stage, iv: IterVar, lo: Expr, hi: Expr) -> Range:
         lo = simplify_expr(lo)
         extent = simplify_expr(hi - lo + 1)
-        if not isinstance(extent, Const):
+        const_extent: Const | None = extent if isinstance(extent, Const) else None
+        if const_extent is None:
             bound = const_bound(extent, self.loop_ranges(st.attach_stage))
-            extent = None if bound is None else Const(bound[1], "int32")
-        if extent is None or extent.value < 1:
+            const_extent = None if bound is None else Const(bound[1], "int32")
+        if const_extent is None or const_extent.value < 1:
             return Range(Const(iv.dom_min, "int32"), iv.extent)
-        return Range(lo, extent.value)
+        return Range(lo, cast(int, const_extent.value))
 
     def _region(self, st: Stage) -> list[tuple[Expr, Expr]]:
         """Per dimension of `st`'s tensor, [lo, hi] of what its consumers read in the attach loop."""
@@ -144,7 +147,7 @@ class BoundInference:
         assert parent is not None and axis is not None
         pos = parent.leaf_iter_vars.index(axis)
         parent_ext = self.extents[id(parent)]
-        inner_relax = {iv.var: (Const(0, "int32"), Const(parent_ext[iv] - 1, "int32"))
+        inner_relax: dict[Var, tuple[Expr, Expr]] = {iv.var: (Const(0, "int32"), Const(parent_ext[iv] - 1, "int32"))
                        for iv in parent.leaf_iter_vars[pos + 1:]}
         if st.scope == "shared":
             inner_relax.update(self._enclosing_threads(parent, pos))
@@ -177,6 +180,7 @@ class BoundInference:
                     out[iv.var] = (Const(0, "int32"), Const(ext[iv] - 1, "int32"))
             if stage.attach != "scope" or stage.attach_stage is None:
                 return out
+            assert stage.attach_ivar is not None   # attached at a scope: at one of its loops
             pos = stage.attach_stage.leaf_iter_vars.index(stage.attach_ivar)
             stage = stage.attach_stage
 
@@ -193,6 +197,7 @@ class BoundInference:
             # root values outside the region's relaxed loops are exact and already symbolic
             return relax
         if not self._inside(consumer, parent, pos):
+            assert st.attach_ivar is not None   # st is attached at parent's loop
             raise ScheduleError(
                 f"compute_at of {st.name} at {parent.name}.{st.attach_ivar.name}: {consumer.name} also reads "
                 f"{st.name} but is not computed inside that loop; attach {consumer.name} there too or use compute_root")
@@ -207,6 +212,7 @@ class BoundInference:
         st = consumer
         while st.attach == "scope" and st.attach_stage is not None:
             if st.attach_stage is parent:
+                assert st.attach_ivar is not None   # attached at a scope: at one of its loops
                 return parent.leaf_iter_vars.index(st.attach_ivar) >= pos
             st = st.attach_stage
         return False

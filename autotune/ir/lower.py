@@ -5,7 +5,7 @@ Set AUTOTUNE_DEBUG=1 to print the IR after every step.
 from __future__ import annotations
 
 import os
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..schedules.schedule import Schedule
 from ..te.tensor import Tensor
@@ -14,8 +14,8 @@ from .nodes import PrimFunc, Stmt
 from .passes.partition import partition_loops
 from .passes.simplify import simplify
 from .passes.unroll import unroll_loops
-from .passes.verify import verify
 from .passes.vectorize import vectorize_loops
+from .passes.verify import verify
 from .schedule_ops import NestBuilder, param_buffers
 
 

@@ -2,8 +2,22 @@
 from __future__ import annotations
 
 from ..te.printer import PRINTERS, expr_str
-from .nodes import (Allocate, Broadcast, Evaluate, For, ForKind, IfThenElse, Let, Load, PrimFunc,
-                    Ramp, Seq, Stmt, Store, ThreadAllReduce)
+from .nodes import (
+    Allocate,
+    Broadcast,
+    Evaluate,
+    For,
+    ForKind,
+    IfThenElse,
+    Let,
+    Load,
+    PrimFunc,
+    Ramp,
+    Seq,
+    Stmt,
+    Store,
+    ThreadAllReduce,
+)
 
 
 def _load(e: Load) -> str:
@@ -21,31 +35,31 @@ PRINTERS.update({
 def _lines(s: Stmt, indent: int, out: list[str]) -> None:
     pad = "  " * indent
     t = type(s)
-    if t is For:
+    if type(s) is For:
         kind = s.kind.value if s.kind is not ForKind.THREAD_BOUND else f"bind[{s.thread}]"
         out.append(f"{pad}{kind} {s.var.name} in range({s.extent}):")
         _lines(s.body, indent + 1, out)
-    elif t is Store:
+    elif type(s) is Store:
         pred = "" if s.predicate is None else f" if {expr_str(s.predicate)}"
         out.append(f"{pad}{s.buffer.name}[{expr_str(s.index)}] = {expr_str(s.value)}{pred}")
-    elif t is Allocate:
+    elif type(s) is Allocate:
         b = s.buffer
         out.append(f"{pad}allocate {b.name}[{b.dtype} x {b.size}] in {b.scope}")
         _lines(s.body, indent, out)
-    elif t is IfThenElse:
+    elif type(s) is IfThenElse:
         out.append(f"{pad}if {expr_str(s.cond)}:")
         _lines(s.then_case, indent + 1, out)
         if s.else_case is not None:
             out.append(f"{pad}else:")
             _lines(s.else_case, indent + 1, out)
-    elif t is Let:
+    elif type(s) is Let:
         out.append(f"{pad}{s.var.name} = {expr_str(s.value)}")
         _lines(s.body, indent, out)
-    elif t is Evaluate:
+    elif type(s) is Evaluate:
         out.append(f"{pad}{expr_str(s.value)}")
-    elif t is ThreadAllReduce:
+    elif type(s) is ThreadAllReduce:
         out.append(f"{pad}{s.buffer.name}[0] = allreduce_{s.combiner}({s.buffer.name}[0]) over {s.thread}")
-    elif t is Seq:
+    elif type(s) is Seq:
         for x in s.stmts:
             _lines(x, indent, out)
     else:

@@ -8,12 +8,11 @@ buffer loads; reads inside an if_then_else branch are predicated so they never g
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..errors import ScheduleError
 from ..schedules.schedule import Schedule, Stage
-from ..te.expr import (And, Binary, BinOp, Const, Expr, IterVar, Not, Reduce, Select, TensorLoad, Var,
-                       const)
+from ..te.expr import And, Binary, BinOp, Const, Expr, IterVar, Not, Reduce, Select, TensorLoad, Var, const
 from ..te.tensor import ComputeOp, ExternOp, PlaceholderOp, Tensor
 from ..te.traversal import substitute, transform
 from .bounds import const_bound
@@ -239,7 +238,8 @@ class NestBuilder:
         return out
 
 
-def param_buffers(schedule: Schedule, args: Sequence[Tensor]) -> tuple[dict[int, Buffer], list[Buffer], tuple[int, ...]]:
+def param_buffers(schedule: Schedule, args: Sequence[Tensor]
+                  ) -> tuple[dict[int, Buffer], list[Buffer], tuple[int, ...]]:
     """One global buffer per argument; checks args against the schedule (inputs and outputs)."""
     params: dict[int, Buffer] = {}
     order: list[Buffer] = []

@@ -80,17 +80,50 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Callable
+from typing import Any
 
 from ..dtype import dtype_info
-from ..te.expr import (And, Binary, BinOp, Call, Cast, CmpOp, Compare, Const, Expr, IterVar, Node, Not, Or,
-                       Reduce, Select, TensorLoad, Var)
-from .nodes import (Allocate, Broadcast, Buffer, Evaluate, For, ForKind, IfThenElse, Let, Load, PrimFunc,
-                    Ramp, Seq, Stmt, Store, ThreadAllReduce)
+from ..te.expr import (
+    And,
+    Binary,
+    BinOp,
+    Call,
+    Cast,
+    CmpOp,
+    Compare,
+    Const,
+    Expr,
+    IterVar,
+    Node,
+    Not,
+    Or,
+    Reduce,
+    Select,
+    TensorLoad,
+    Var,
+)
+from .nodes import (
+    Allocate,
+    Broadcast,
+    Buffer,
+    Evaluate,
+    For,
+    ForKind,
+    IfThenElse,
+    Let,
+    Load,
+    PrimFunc,
+    Ramp,
+    Seq,
+    Stmt,
+    Store,
+    ThreadAllReduce,
+)
 
-__all__ = ["FORMAT", "VERSION", "func_to_json", "func_from_json", "dumps", "loads"]
+__all__ = ["FORMAT", "VERSION", "dumps", "func_from_json", "func_to_json", "loads"]
 
 FORMAT = "autotune.loop_ir"
 VERSION = 1
@@ -483,7 +516,8 @@ def _read_node(i: int, e: Any, r: _Reader) -> Any:
     name = ""
     try:
         values = []
-        for (name, field), raw in zip(fields, e[1:]):
+        for (field_name, field), raw in zip(fields, e[1:]):
+            name = field_name   # the field being read, named by the error below
             values.append(field.read(raw, r))
         node = cls(*values)
         if cls is Const:

@@ -9,7 +9,8 @@ CPU with a timing. Failures are results (an ErrorKind and a message), never exce
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from .types import BuildResult, ErrorKind, MeasureInput, MeasureOptions, MeasureResult
 

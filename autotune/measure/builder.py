@@ -32,7 +32,7 @@ def lowered_ir(inp: MeasureInput) -> tuple[bytes | None, BuildResult | None]:
         return dumps(inp.task.lower(inp.config_index)), None
     except InstantiationError as exc:
         return failed(ErrorKind.INSTANTIATION_ERROR, first_line(exc))
-    except Exception as exc:      # lowering refused it, or a template bug: this config's failure
+    except Exception as exc:  # noqa: BLE001  (lowering refused it, or a template bug: this config's failure)
         return failed(ErrorKind.BUILD_ERROR, first_line(exc))
 
 

@@ -7,6 +7,7 @@ data only (see wire.py), so they never import the user's code or a template.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import select
@@ -41,15 +42,11 @@ def _reap(proc: subprocess.Popen, fds: list[int]) -> None:
     """Kill and wait (no zombie), close our pipe ends. Safe to call twice; runs at exit too."""
     if proc.poll() is None:
         proc.kill()
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        pass
     while fds:
-        try:
+        with contextlib.suppress(OSError):
             os.close(fds.pop())
-        except OSError:
-            pass
 
 
 def wait_readable(handles: list[WorkerHandle], timeout: float | None) -> list[WorkerHandle]:

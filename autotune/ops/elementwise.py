@@ -15,6 +15,7 @@ import numpy as np
 from ..runtime import load
 from .checks import arrays as checked_arrays, contiguous, float_dtype
 
+
 def _shape(a: np.ndarray) -> tuple[int, ...]:
     return a.shape if a.ndim else (1,)
 
@@ -63,7 +64,7 @@ log = _make_unary("log", True, "Natural logarithm (NaN below 0, -inf at 0).")
 sqrt = _make_unary("sqrt", True, "Square root (NaN below 0).")
 rsqrt = _make_unary("rsqrt", True, "1 / sqrt(x).")
 neg = _make_unary("neg", False, "-x.")
-abs = _make_unary("abs", False, "|x|.")  # noqa: A001  (numpy's name)
+abs = _make_unary("abs", False, "|x|.")  # numpy's name
 reciprocal = _make_unary("reciprocal", True, "1 / x.")
 
 

@@ -7,7 +7,8 @@ kernel clips them, so it can never read outside the weight).
 from __future__ import annotations
 
 import numbers
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -110,7 +111,7 @@ def _slice_params(x: np.ndarray, begin: Any, end: Any, step: Any) -> tuple[tuple
     return b, e, st
 
 
-def slice(x: np.ndarray, begin: Sequence[int | None], end: Sequence[int | None],  # noqa: A001
+def slice(x: np.ndarray, begin: Sequence[int | None], end: Sequence[int | None],
           step: Sequence[int | None] | None = None, db: Any = None) -> np.ndarray:
     """x[begin[0]:end[0]:step[0], ...] as a new array (Python slice rules, negatives included)."""
     dtype = checked_arrays("slice", ("x",), (x,), (None,))

@@ -42,7 +42,7 @@ def _reduce(op: str, x: Any, axis: Any, keepdims: bool, db: Any, float_only: boo
     return out.reshape(numpy_shape)
 
 
-def sum(x: np.ndarray, axis: Any = None, keepdims: bool = False, db: Any = None) -> np.ndarray:  # noqa: A001
+def sum(x: np.ndarray, axis: Any = None, keepdims: bool = False, db: Any = None) -> np.ndarray:
     """Sum over `axis`, in x's dtype."""
     return _reduce("sum", x, axis, keepdims, db)
 
@@ -52,12 +52,12 @@ def mean(x: np.ndarray, axis: Any = None, keepdims: bool = False, db: Any = None
     return _reduce("mean", x, axis, keepdims, db, float_only=True)
 
 
-def max(x: np.ndarray, axis: Any = None, keepdims: bool = False, db: Any = None) -> np.ndarray:  # noqa: A001
+def max(x: np.ndarray, axis: Any = None, keepdims: bool = False, db: Any = None) -> np.ndarray:
     """Maximum over `axis`."""
     return _reduce("max", x, axis, keepdims, db)
 
 
-def min(x: np.ndarray, axis: Any = None, keepdims: bool = False, db: Any = None) -> np.ndarray:  # noqa: A001
+def min(x: np.ndarray, axis: Any = None, keepdims: bool = False, db: Any = None) -> np.ndarray:
     """Minimum over `axis`."""
     return _reduce("min", x, axis, keepdims, db)
 

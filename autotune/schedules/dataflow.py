@@ -5,7 +5,8 @@ after `cache_write(C)`, a reader's axes after `cache_read`) keep addressing the 
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ..errors import ScheduleError, check
 from ..te.expr import IterVar, Reduce, TensorLoad, Var

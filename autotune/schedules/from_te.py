@@ -4,7 +4,8 @@ template whose search space is the generic schedule (`autotune.schedules.generic
 from __future__ import annotations
 
 import zlib
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from ..target import Target
 from ..te.evaluate import evaluate_te

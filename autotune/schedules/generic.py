@@ -20,7 +20,8 @@ outputs):
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ..te.expr import IterVar, TensorLoad
 from ..te.tensor import ComputeOp, Tensor

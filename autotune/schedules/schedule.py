@@ -6,8 +6,9 @@ and the rule.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from ..errors import ScheduleError, check
 from ..te.expr import IterVar, Var
@@ -114,9 +115,10 @@ class Stage:
         check((factor is None) != (nparts is None), f"{where}: give exactly one of factor= or nparts=")
         n = factor if factor is not None else nparts
         check(isinstance(n, int) and not isinstance(n, bool), f"{where}: factor must be an int, got {n!r}")
+        assert isinstance(n, int)   # checked just above (check raises)
         check(n > 0, f"{where}: {'factor' if factor is not None else 'nparts'} must be > 0, got {n}")
         ext = parent.extent
-        inner_ext = factor if factor is not None else -(-ext // nparts)
+        inner_ext = factor if factor is not None else -(-ext // n)   # n is nparts here
         outer = self._new_axis(f"{parent.name}.outer", -(-ext // inner_ext), parent.kind)
         inner = self._new_axis(f"{parent.name}.inner", inner_ext, parent.kind)
         self.relations.append(Split(parent, outer, inner, factor, nparts))

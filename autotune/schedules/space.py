@@ -11,8 +11,9 @@ from __future__ import annotations
 import itertools
 import math
 import random
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from ..errors import InstantiationError, ScheduleError
 from ..te.expr import IterVar
@@ -105,7 +106,7 @@ def _factorizations(n: int, parts: int) -> list[tuple[int, ...]]:
     """All ways to write n as an ordered product of `parts` factors."""
     if parts == 1:
         return [(n,)]
-    out = []
+    out: list[tuple[int, ...]] = []
     for d in range(1, n + 1):
         if n % d == 0:
             out.extend((d, *rest) for rest in _factorizations(n // d, parts - 1))
@@ -126,7 +127,8 @@ def split_candidates(extent: int, num_outputs: int, policy: str, candidate: Sequ
         inner = [tuple(c[1:]) if len(c) == num_outputs else tuple(c) for c in candidate]
         bad = [c for c in inner if len(c) != num_outputs - 1]
         if bad:
-            raise ValueError(f"define_split candidates must have {num_outputs} (or {num_outputs - 1}) factors, got {bad[0]}")
+            raise ValueError(f"define_split candidates must have {num_outputs} (or {num_outputs - 1}) factors, "
+                             f"got {bad[0]}")
         # factors past the extent shrink to it (a small shape still gets its widest tile)
         inner = [tuple(min(f, extent) for f in c) for c in inner if all(f > 0 for f in c)]
         inner = [c for c in inner if math.prod(c) <= extent] or [(1,) * (num_outputs - 1)]

@@ -11,8 +11,9 @@ import math
 import os
 import re
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -195,7 +196,7 @@ class Task:
             raise TypeError(f"{self.workload_key}: {e}") from e
         except ValueError as e:
             raise ValueError(f"{self.workload_key}: {e}") from e
-        except Exception as e:  # noqa: BLE001  (any bug in a template must not become a traceback)
+        except Exception as e:  # any bug in a template must not become a traceback
             raise ValueError(f"{self.workload_key}: the template failed with {type(e).__name__}: {e}") from e
 
     def config(self, config: ConfigEntity | int | dict) -> ConfigEntity:
@@ -250,7 +251,7 @@ class Task:
 
     def make_inputs(self, rng: np.random.Generator) -> list[np.ndarray]:
         """Random inputs (never all zeros: those time unrealistically)."""
-        out = []
+        out: list[np.ndarray] = []
         for shape, dtype in self.arg_specs[:self.num_inputs]:
             np_dtype = dtype_info(dtype).numpy
             if is_float(dtype):

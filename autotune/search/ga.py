@@ -1,7 +1,7 @@
 """Genetic search: a population of measured configs bred by crossover of knobs and mutation."""
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..measure.types import MeasureResult
 from .tuner import Tuner

@@ -9,7 +9,7 @@ from __future__ import annotations
 import heapq
 import math
 import random
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 

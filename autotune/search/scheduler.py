@@ -9,8 +9,9 @@ the trials it already had, so a task that stalls yields its budget but is never 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from ..measure.types import MeasureResult
 from ..schedules.task import Task

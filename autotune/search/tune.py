@@ -8,7 +8,8 @@ the model-guided tuner's IR model.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -20,7 +21,7 @@ from .ga import GATuner
 from .grid import GridTuner
 from .random import RandomTuner
 from .scheduler import TaskState, schedule_tasks
-from .tuner import Progress, TuneResult, Tuner, gflops, tune_loop
+from .tuner import Progress, Tuner, TuneResult, gflops, tune_loop
 from .xgb import XGBTuner, config_features
 
 TUNERS: dict[str, type[Tuner]] = {"xgb": XGBTuner, "ga": GATuner, "random": RandomTuner, "grid": GridTuner}

@@ -10,8 +10,9 @@ from __future__ import annotations
 import abc
 import math
 import random
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 from ..measure.types import MeasureResult
 from ..schedules.task import Task
@@ -36,7 +37,7 @@ class Tuner(abc.ABC):
     def next_batch(self, n: int) -> list[int]:
         """Up to n new config indices to measure next."""
 
-    def update(self, indices: Sequence[int], results: Sequence[MeasureResult]) -> None:
+    def update(self, indices: Sequence[int], results: Sequence[MeasureResult]) -> None:  # noqa: B027  (optional hook)
         """Learn from measurements (the default tuner learns nothing)."""
 
     def load_history(self, indices: Sequence[int], results: Sequence[MeasureResult]) -> None:

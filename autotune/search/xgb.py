@@ -10,7 +10,7 @@ A fraction `epsilon` of every batch is random, so the models keep seeing where t
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -90,7 +90,7 @@ class XGBTuner(Tuner):
         # the template's default config (index 0, what an untuned load runs) is measured first,
         # so tuning never ends with a kernel slower than the default
         default = self.take([0], 1) if not self._fitted else []
-        explore = int(round(n * self.epsilon)) if self._fitted else 0
+        explore = round(n * self.epsilon) if self._fitted else 0
         exploit = n - explore - len(default)
         if self._fitted:
             best_seen = [i for i, _ in sorted(self.rows, key=lambda r: -r[1])[:16]]

@@ -3,14 +3,14 @@ have no hand-written reference (`autotune.create_task_from_te`) and a check on t
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from ..dtype import dtype_info
 from .expr import And, Binary, BinOp, Call, Cast, CmpOp, Compare, Const, Not, Or, Reduce, Select, TensorLoad, Var
 from .tensor import ComputeOp, Tensor, post_order
-
 
 _NP_BINARY = {BinOp.ADD: np.add, BinOp.SUB: np.subtract, BinOp.MUL: np.multiply, BinOp.DIV: np.true_divide,
               BinOp.FLOORDIV: np.floor_divide, BinOp.FLOORMOD: np.mod, BinOp.MAX: np.maximum,
@@ -22,7 +22,7 @@ _NP_CALL: dict[str, Callable[..., Any]] = {
     "sigmoid": lambda x: 1 / (1 + np.exp(-x)), "fabs": np.abs, "floor": np.floor, "ceil": np.ceil,
     "pow": np.power, "erf": lambda x: np.vectorize(math.erf, otypes=[np.float64])(x).astype(x.dtype),
 }
-_NP_REDUCE = {"sum": np.sum, "max": np.max, "min": np.min}
+_NP_REDUCE: dict[str, Callable[..., Any]] = {"sum": np.sum, "max": np.max, "min": np.min}
 EVAL_CHUNK = 1 << 22       # grid points per evaluation step (bounds the memory of a reduction)
 
 
@@ -41,7 +41,7 @@ def evaluate_te(outs: Sequence[Tensor], ins: Sequence[Tensor], arrays: Sequence[
 
 
 def _eval_op(op: ComputeOp, values: dict[int, np.ndarray]) -> np.ndarray:
-    out = np.empty(op.shape, dtype=dtype_info(op.dtype).numpy)
+    out: np.ndarray = np.empty(op.shape, dtype=dtype_info(op.dtype).numpy)
     raxes = list(op.reduce_axis)
     per_row = math.prod(op.shape[1:]) * math.prod(iv.extent for iv in raxes)
     step = max(1, EVAL_CHUNK // max(per_row, 1))
@@ -67,7 +67,7 @@ def _eval_op(op: ComputeOp, values: dict[int, np.ndarray]) -> np.ndarray:
 
 
 def _identity(combiner: str, dtype: str) -> Any:
-    np_dtype = np.dtype(dtype_info(dtype).numpy)
+    np_dtype: np.dtype[Any] = np.dtype(dtype_info(dtype).numpy)
     if combiner == "sum":
         return np_dtype.type(0)
     if np_dtype.kind == "f":
@@ -78,28 +78,28 @@ def _identity(combiner: str, dtype: str) -> Any:
 
 def _eval(e: Any, env: dict[Any, Any], values: dict[int, np.ndarray]) -> Any:
     t = type(e)
-    if t is Var:
+    if type(e) is Var:
         return env[e]
-    if t is Const:
+    if type(e) is Const:
         return np.asarray(e.value, dtype=dtype_info(e.dtype).numpy)
-    if t is Binary:
+    if type(e) is Binary:
         return _NP_BINARY[e.op](_eval(e.a, env, values), _eval(e.b, env, values)).astype(
             dtype_info(e.dtype).numpy, copy=False)
-    if t is Compare:
+    if type(e) is Compare:
         return _NP_COMPARE[e.op](_eval(e.a, env, values), _eval(e.b, env, values))
     if t is And or t is Or:
         f = np.logical_and if t is And else np.logical_or
         return f(_eval(e.a, env, values), _eval(e.b, env, values))
-    if t is Not:
+    if type(e) is Not:
         return np.logical_not(_eval(e.a, env, values))
-    if t is Select:
+    if type(e) is Select:
         return np.where(_eval(e.cond, env, values), _eval(e.t, env, values), _eval(e.f, env, values))
-    if t is Call:
+    if type(e) is Call:
         args = [np.asarray(_eval(a, env, values)) for a in e.args]
         return np.asarray(_NP_CALL[e.fn](*args)).astype(dtype_info(e.dtype).numpy, copy=False)
-    if t is Cast:
+    if type(e) is Cast:
         return np.asarray(_eval(e.value, env, values)).astype(dtype_info(e.dtype).numpy)
-    if t is TensorLoad:
+    if type(e) is TensorLoad:
         arr = values[id(e.tensor.op)]
         # untaken if_then_else branches may index out of range: clip (their values are discarded)
         idx = tuple(np.clip(_eval(i, env, values), 0, n - 1) for i, n in zip(e.indices, arr.shape))

@@ -64,12 +64,12 @@ class ExprOps:
     def __gt__(self, o: Any) -> Expr: return compare(CmpOp.GT, self, o)
     def __ge__(self, o: Any) -> Expr: return compare(CmpOp.GE, self, o)
 
-    def __eq__(self, o: Any) -> Any:  # type: ignore[override]
+    def __eq__(self, o: Any) -> Any:
         if not isinstance(o, (ExprOps, int, float)):
             return NotImplemented
         return compare(CmpOp.EQ, self, o)
 
-    def __ne__(self, o: Any) -> Any:  # type: ignore[override]
+    def __ne__(self, o: Any) -> Any:
         if not isinstance(o, (ExprOps, int, float)):
             return NotImplemented
         return compare(CmpOp.NE, self, o)

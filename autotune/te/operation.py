@@ -3,11 +3,28 @@ from __future__ import annotations
 
 import builtins
 import inspect
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from ..dtype import dtype_info, is_float
-from .expr import (And, BinOp, Compare, CmpOp, Expr, IterVar, Not, Or, Reduce, Select, Var,
-                   as_bool, as_expr, binary, call, const)
+from .expr import (
+    And,
+    BinOp,
+    CmpOp,
+    Compare,
+    Expr,
+    IterVar,
+    Not,
+    Or,
+    Reduce,
+    Select,
+    Var,
+    as_bool,
+    as_expr,
+    binary,
+    call,
+    const,
+)
 from .tensor import ComputeOp, ExternOp, PlaceholderOp, Tensor
 from .traversal import walk
 
@@ -84,7 +101,8 @@ def compute(shape: Any, fcompute: Callable[..., Any], name: str = "compute", tag
     if len(params) == 1 and params[0].kind is inspect.Parameter.VAR_POSITIONAL:
         names = [f"i{d}" for d in range(len(dims))]
     elif len(params) != len(dims):
-        raise ValueError(f"compute {name}: fcompute takes {len(params)} indices but the shape has {len(dims)} dimensions")
+        raise ValueError(f"compute {name}: fcompute takes {len(params)} indices "
+                         f"but the shape has {len(dims)} dimensions")
     else:
         names = [p.name for p in params]
     axis = tuple(IterVar(Var(n), 0, d, "data") for n, d in zip(names, dims))
@@ -129,12 +147,12 @@ def _reducer(combiner: str) -> Callable[..., Reduce]:
     return reduce
 
 
-sum = _reducer("sum")  # noqa: A001  (TVM's name)
-max = _reducer("max")  # noqa: A001
-min = _reducer("min")  # noqa: A001
+sum = _reducer("sum")  # TVM's name
+max = _reducer("max")
+min = _reducer("min")
 
 
-def all(*conds: Any) -> Expr:  # noqa: A001
+def all(*conds: Any) -> Expr:
     """Logical and of conditions."""
     out = as_bool(conds[0])
     for c in conds[1:]:
@@ -142,7 +160,7 @@ def all(*conds: Any) -> Expr:  # noqa: A001
     return out
 
 
-def any(*conds: Any) -> Expr:  # noqa: A001
+def any(*conds: Any) -> Expr:
     """Logical or of conditions."""
     out = as_bool(conds[0])
     for c in conds[1:]:
@@ -172,7 +190,7 @@ def minimum(a: Any, b: Any) -> Expr:
     return binary(BinOp.MIN, a, b)
 
 
-def abs(x: Any) -> Expr:  # noqa: A001
+def abs(x: Any) -> Expr:
     e = as_expr(x)
     if is_float(e.dtype):
         return call("fabs", e)

@@ -1,10 +1,10 @@
 """Readable text for expressions; a table from node type to printer that the IR extends."""
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-from .expr import (And, Binary, BinOp, Call, Cast, Compare, Const, Not, Or, Reduce, Select,
-                   TensorLoad, Var)
+from .expr import And, Binary, BinOp, Call, Cast, Compare, Const, Not, Or, Reduce, Select, TensorLoad, Var
 
 PRINTERS: dict[type, Callable[[Any], str]] = {}
 

@@ -1,8 +1,9 @@
 """Tensors and the operations that produce them (placeholder, compute and extern)."""
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from .expr import Expr, IterVar, Reduce, TensorLoad, as_expr
 from .traversal import walk
@@ -14,6 +15,11 @@ class Operation:
     name: str
     shape: tuple[int, ...]
     dtype: str
+    # Declared, not defined: schedule templates read a compute op's axes through the Operation of a
+    # tensor or stage (TVM's `s[C].op.axis`). Only ComputeOp sets them; on another op the read is an
+    # AttributeError, as it always was.
+    axis: tuple[IterVar, ...]
+    reduce_axis: tuple[IterVar, ...]
 
     def output(self, index: int = 0) -> Tensor:
         if index != 0:

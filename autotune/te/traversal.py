@@ -6,8 +6,9 @@ re-exports them for the loop IR.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import fields
-from typing import Any, Callable
+from typing import Any
 
 from .expr import Expr, Node, Var
 
@@ -70,7 +71,7 @@ def transform(node: Node, post: Callable[[Node], Node | None],
     return node if r is None else r
 
 
-def substitute(node: Node, mapping: dict[Var, Expr]) -> Any:
+def substitute(node: Node, mapping: Mapping[Var, Expr]) -> Any:
     """Replace variables by expressions (mapping keyed by Var identity)."""
     if not mapping:
         return node

@@ -16,15 +16,15 @@ stride and dilation are an int or a pair (h, w); padding an int, a pair (h, w) o
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 from .. import te
 from .elementwise import gelu_tanh_expr
 from .movement import pad as pad_constant
-
 
 
 def _ints(op: str, what: str, value: Any, lengths: tuple[int, ...], dims: int) -> tuple[int, ...]:
@@ -99,7 +99,8 @@ def _in_channel(f: Any, rc: Any, groups: int, Fg: int, Cg: int) -> Any:
 
 def conv2d_nchw(X: te.Tensor, Wt: te.Tensor, stride: Any = 1, padding: Any = 0, dilation: Any = 1,
                 groups: int = 1, name: str = "Y") -> tuple[te.Tensor, te.Tensor]:
-    """(pad, Y): Y[n, f, y, x] = sum_{rc, ry, rx} pad(X)[n, g*Cg + rc, y*sh + ry*dh, x*sw + rx*dw] * W[f, rc, ry, rx]."""
+    """(pad, Y):
+    Y[n, f, y, x] = sum_{rc, ry, rx} pad(X)[n, g*Cg + rc, y*sh + ry*dh, x*sw + rx*dw] * W[f, rc, ry, rx]."""
     N, C, H, W = X.shape
     F, Cg, KH, KW = Wt.shape
     g = conv_geometry("conv2d", C, F, (H, W), (KH, KW), stride, padding, dilation, groups)
@@ -117,7 +118,8 @@ def conv2d_nchw(X: te.Tensor, Wt: te.Tensor, stride: Any = 1, padding: Any = 0, 
 
 def conv2d_nhwc(X: te.Tensor, Wt: te.Tensor, stride: Any = 1, padding: Any = 0, dilation: Any = 1,
                 groups: int = 1, name: str = "Y") -> tuple[te.Tensor, te.Tensor]:
-    """(pad, Y): Y[n, y, x, f] = sum_{ry, rx, rc} pad(X)[n, y*sh + ry*dh, x*sw + rx*dw, g*Cg + rc] * W[ry, rx, rc, f]."""
+    """(pad, Y):
+    Y[n, y, x, f] = sum_{ry, rx, rc} pad(X)[n, y*sh + ry*dh, x*sw + rx*dw, g*Cg + rc] * W[ry, rx, rc, f]."""
     N, H, W, C = X.shape
     KH, KW, Cg, F = Wt.shape
     g = conv_geometry("conv2d_nhwc", C, F, (H, W), (KH, KW), stride, padding, dilation, groups)

@@ -7,7 +7,8 @@ Broadcasting follows numpy: shapes align at the right, a dimension of 1 stretche
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -89,7 +90,7 @@ def neg(x: te.Tensor) -> te.Tensor:
     return elementwise(x, lambda v: -v, "neg")
 
 
-def abs(x: te.Tensor) -> te.Tensor:  # noqa: A001  (numpy's name)
+def abs(x: te.Tensor) -> te.Tensor:  # numpy's name
     return elementwise(x, te.abs, "abs")
 
 

@@ -18,9 +18,10 @@ a query tile are skipped.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 from .. import te
 from ..ir.builder import IRBuilder
@@ -83,7 +84,8 @@ class _TileBuffers(NamedTuple):
 def _build(ins: list[Buffer], out: Buffer, sizes: tuple[int, int, int, int], scale: float, causal: bool,
            tiling: Tiling) -> Any:
     ib = IRBuilder()
-    _Kernel(ib, *ins, out, sizes, scale, causal, tiling).emit()
+    q, kt, v = ins
+    _Kernel(ib, q, kt, v, out, sizes, scale, causal, tiling).emit()
     return ib.get()
 
 
@@ -117,9 +119,8 @@ class _Kernel:
         """body(start, i) over [0, n): loops of `width` iterations of the given kind, in serial
         blocks, with a shorter last block when width does not divide n."""
         for count, w, start in _blocks(n, width):
-            with self.ib.loop(count, f"{name}o") as blk:
-                with self.ib.loop(w, name, kind) as i:
-                    body(blk * w + start, i)
+            with self.ib.loop(count, f"{name}o") as blk, self.ib.loop(w, name, kind) as i:
+                body(blk * w + start, i)
 
     # -- the kernel ---------------------------------------------------------------------------
     def emit(self) -> None:
@@ -155,9 +156,8 @@ class _Kernel:
                             self.key_block(bh, i0, nrows, j0, width)
                     else:
                         self.key_block(bh, i0, nrows, j0, width)
-            with ib.loop(nrows, "r") as r:
-                with ib.loop(D, "d", "vectorize") as d:
-                    ib.emit(Store(self.out, self.at(self.out, bh, i0 + r, d), ib.load(acc, [r, d]) / ib.load(l_, [r])))
+            with ib.loop(nrows, "r") as r, ib.loop(D, "d", "vectorize") as d:
+                ib.emit(Store(self.out, self.at(self.out, bh, i0 + r, d), ib.load(acc, [r, d]) / ib.load(l_, [r])))
 
     def key_block(self, bh: Expr, i0: Expr, nrows: int, j0: Expr, width: int) -> None:
         self.scores(bh, i0, nrows, j0, width)
@@ -176,11 +176,11 @@ class _Kernel:
                         c0 = jb * w + jstart
                         with ib.loop(R, "r", "unroll") as r, ib.loop(w, "j", "vectorize") as j:
                             ib.store(S, [r0 + r, c0 + j], self.c(0.0))
-                        with ib.loop(self.D, "d") as d:
-                            with ib.loop(R, "r", "unroll") as r, ib.loop(w, "j", "vectorize") as j:
-                                qv = Load(self.q, self.at(self.q, bh, i0 + r0 + r, d))
-                                kv = Load(self.kt, self.at(self.kt, bh, d, j0 + c0 + j))
-                                ib.store(S, [r0 + r, c0 + j], ib.load(S, [r0 + r, c0 + j]) + qv * kv)
+                        with (ib.loop(self.D, "d") as d, ib.loop(R, "r", "unroll") as r,
+                              ib.loop(w, "j", "vectorize") as j):
+                            qv = Load(self.q, self.at(self.q, bh, i0 + r0 + r, d))
+                            kv = Load(self.kt, self.at(self.kt, bh, d, j0 + c0 + j))
+                            ib.store(S, [r0 + r, c0 + j], ib.load(S, [r0 + r, c0 + j]) + qv * kv)
 
     def softmax_update(self, i0: Expr, r: Expr, j0: Expr, width: int) -> None:
         """Row r of the block: scale and mask, new running max, P = exp(S - m_new) in place of S,
@@ -234,8 +234,8 @@ class _Kernel:
                 for dcount, w, dstart in _blocks(self.D, self.t.out_width):
                     with ib.loop(dcount, "db") as db:
                         c0 = db * w + dstart
-                        with ib.loop(width, "j") as j:
-                            with ib.loop(R, "r", "unroll") as r, ib.loop(w, "d", "vectorize") as d:
-                                vv = Load(self.v, self.at(self.v, bh, j0 + j, c0 + d))
-                                p = ib.load(S, [r0 + r, j])
-                                ib.store(acc, [r0 + r, c0 + d], ib.load(acc, [r0 + r, c0 + d]) + p * vv)
+                        with (ib.loop(width, "j") as j, ib.loop(R, "r", "unroll") as r,
+                              ib.loop(w, "d", "vectorize") as d):
+                            vv = Load(self.v, self.at(self.v, bh, j0 + j, c0 + d))
+                            p = ib.load(S, [r0 + r, j])
+                            ib.store(acc, [r0 + r, c0 + d], ib.load(acc, [r0 + r, c0 + d]) + p * vv)

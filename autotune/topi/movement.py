@@ -7,7 +7,8 @@ lowering predicates, so they are never performed.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .. import te
 from ..te.expr import Expr

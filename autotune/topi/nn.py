@@ -15,7 +15,7 @@ Stage tags tell the schedule what each stage is (see the ROW_* constants).
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from .. import te
 from ..te.expr import Expr, Var

@@ -7,7 +7,8 @@ elements of each window (PyTorch's count_include_pad=False, TVM's default).
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .. import te
 from ..dtype import is_float
@@ -22,7 +23,7 @@ def _pair(v: Any, name: str, op: str) -> tuple[int, int]:
     t = (v, v) if isinstance(v, int) else tuple(v) if isinstance(v, (tuple, list)) else ()
     if len(t) != 2 or not all(isinstance(e, int) and not isinstance(e, bool) for e in t):
         raise ValueError(f"{op}: {name} must be an int or a pair of ints, got {v!r}")
-    return t  # type: ignore[return-value]
+    return t
 
 
 def pool_geometry(shape: Sequence[int], kernel: Any, stride: Any = None, padding: Any = 0,

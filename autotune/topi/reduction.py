@@ -13,7 +13,8 @@ A full reduction without keepdims has shape (1,) here (te tensors have at least 
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .. import te
 from ..te.expr import Expr
@@ -140,16 +141,16 @@ def lane_partials(r: _Reduced, combiner: Any, value: Any, lanes: int, name: str)
     return te.compute(r.shape, total, name=name, tag=REDUCE)
 
 
-def sum(x: te.Tensor, axes: Any = None, keepdims: bool = False, lanes: int = 1) -> te.Tensor:  # noqa: A001
+def sum(x: te.Tensor, axes: Any = None, keepdims: bool = False, lanes: int = 1) -> te.Tensor:
     """Sum over `axes` (None: all), in x's dtype."""
     return _reduce(x, axes, keepdims, te.sum, "sum", lanes=lanes)[1]
 
 
-def max(x: te.Tensor, axes: Any = None, keepdims: bool = False, lanes: int = 1) -> te.Tensor:  # noqa: A001
+def max(x: te.Tensor, axes: Any = None, keepdims: bool = False, lanes: int = 1) -> te.Tensor:
     return _reduce(x, axes, keepdims, te.max, "max", lanes=lanes)[1]
 
 
-def min(x: te.Tensor, axes: Any = None, keepdims: bool = False, lanes: int = 1) -> te.Tensor:  # noqa: A001
+def min(x: te.Tensor, axes: Any = None, keepdims: bool = False, lanes: int = 1) -> te.Tensor:
     return _reduce(x, axes, keepdims, te.min, "min", lanes=lanes)[1]
 
 

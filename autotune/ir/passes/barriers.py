@@ -3,7 +3,7 @@ wrote, or overwrite what another still reads (TVM's storage sync, from a read/wr
 the shared buffers of each statement)."""
 from __future__ import annotations
 
-from ...te.expr import Call
+from ...te.expr import Call, Node
 from ..functor import children, transform
 from ..nodes import Buffer, Evaluate, For, ForKind, Load, Seq, Stmt, Store, seq
 
@@ -24,7 +24,7 @@ def shared_accesses(s: Stmt) -> tuple[set[Buffer], set[Buffer]]:
     reads: set[Buffer] = set()
     writes: set[Buffer] = set()
 
-    def visit(n: object, own: Buffer | None) -> None:
+    def visit(n: Node, own: Buffer | None) -> None:
         if isinstance(n, Store):
             if n.buffer.scope == "shared":
                 writes.add(n.buffer)

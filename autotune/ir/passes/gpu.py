@@ -9,6 +9,7 @@ how CUDA schedules are checked against numpy on a machine without a GPU (`serial
 from __future__ import annotations
 
 from ...target import CUDA_LIMITS, GpuLimits
+from ...te.expr import Node
 from ..functor import replace_buffers, transform, walk
 from ..nodes import Allocate, Buffer, For, ForKind, PrimFunc, Seq, ThreadAllReduce
 from .barriers import insert_barriers
@@ -37,7 +38,7 @@ def serialize_threads(func: PrimFunc) -> PrimFunc:
          else None)
     local = {b: Buffer(b.name, b.shape, b.dtype, "local") for b in shared}
 
-    def post(n: object) -> object | None:
+    def post(n: Node) -> Node | None:
         if isinstance(n, ThreadAllReduce):
             return Seq(())
         if isinstance(n, For) and n.kind is ForKind.THREAD_BOUND:

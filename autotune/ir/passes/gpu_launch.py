@@ -47,7 +47,8 @@ def _root_nest(func: PrimFunc) -> For:
     if isinstance(body, Seq):
         raise ScheduleError(f"{func.name}: a CUDA kernel is one root loop nest, found {len(body.stmts)}; "
                             "compute_at or compute_inline every producer")
-    if not (isinstance(body, For) and body.kind is ForKind.THREAD_BOUND and body.thread.startswith("blockIdx")):
+    if not (isinstance(body, For) and body.kind is ForKind.THREAD_BOUND
+            and (body.thread or "").startswith("blockIdx")):
         raise ScheduleError(f"{func.name}: the outermost loop of a CUDA kernel must be bound to blockIdx "
                             "(s[T].bind(axis, te.thread_axis('blockIdx.x')))")
     return body
@@ -59,11 +60,13 @@ def _bound_extents(func: PrimFunc) -> dict[str, int]:
 
     def visit(s: Stmt, inside_thread: str | None) -> None:
         if isinstance(s, For) and s.kind is ForKind.THREAD_BOUND and s.thread != "vthread":
-            if s.thread.startswith("blockIdx") and inside_thread is not None:
+            tag = s.thread
+            assert tag is not None   # a THREAD_BOUND loop names its axis
+            if tag.startswith("blockIdx") and inside_thread is not None:
                 raise ScheduleError(f"{func.name}: loop {s.var.name} is bound to {s.thread} inside loop bound to "
                                     f"{inside_thread}; bind block indices outside thread indices")
-            dims[s.thread] = max(dims.get(s.thread, 1), s.extent)
-            inside_thread = s.thread if s.thread.startswith("threadIdx") else inside_thread
+            dims[tag] = max(dims.get(tag, 1), s.extent)
+            inside_thread = tag if tag.startswith("threadIdx") else inside_thread
         for c in _stmt_children(s):
             visit(c, inside_thread)
 

@@ -9,11 +9,10 @@ would change results.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any, cast
 
-from ...te.expr import (And, Binary, BinOp, Cast, CmpOp, Compare, Const, Expr, Not, Or, Select,
-                        Var, const)
-from ...te.expr import Node
+from ...te.expr import And, Binary, BinOp, Cast, CmpOp, Compare, Const, Expr, Node, Not, Or, Select, Var, const
 from ...te.traversal import field_names, substitute
 from ..bounds import Interval, const_bound
 from ..nodes import Allocate, Broadcast, For, ForKind, IfThenElse, Let, Load, Seq, Stmt, Store, seq
@@ -42,12 +41,12 @@ def _key(e: Expr) -> Any:
     return id(e)
 
 
-def linear(e: Expr) -> tuple[dict[Any, list], int]:
+def linear(e: Expr) -> tuple[dict[Any, list], int | float]:
     """e as {key: [term, coeff]} and a constant: sum(coeff * term) + const."""
     terms: dict[Any, list] = {}
-    c0 = 0
+    c0: int | float = 0
 
-    def add(x: Expr, k: int) -> None:
+    def add(x: Expr, k: int | float) -> None:
         nonlocal c0
         if type(x) is Const:
             c0 += k * x.value
@@ -69,7 +68,7 @@ def linear(e: Expr) -> tuple[dict[Any, list], int]:
     return {k: v for k, v in terms.items() if v[1] != 0}, c0
 
 
-def from_linear(terms: dict[Any, list], c0: int, dtype: str) -> Expr:
+def from_linear(terms: dict[Any, list], c0: int | float, dtype: str) -> Expr:
     out: Expr | None = None
     for term, k in terms.values():
         mag = term if abs(k) == 1 else Binary(BinOp.MUL, term, Const(abs(k), dtype))
@@ -230,9 +229,9 @@ def fold_compare(e: Compare, r: Ranges) -> Expr | None:
     return None
 
 
-def fold_logic(e: Expr, r: Ranges) -> Expr | None:
+def fold_logic(e: Not | And | Or, r: Ranges) -> Expr | None:
     # true && x -> x;  false && x -> false;  true || x -> true;  !true -> false
-    if type(e) is Not:
+    if isinstance(e, Not):
         v = _c(e.a)
         return None if v is None else Const(not v, "bool")
     a, b = _c(e.a), _c(e.b)
@@ -297,15 +296,15 @@ def _simp(e: Expr, r: Ranges, memo: Memo, budget: int = MAX_SWEEPS) -> Expr:
     t = type(e)
     if t is Var or t is Const:
         return e
-    changed = {}
+    changed: dict[str, Any] = {}
     for name in field_names(t):
         v = getattr(e, name)
         if isinstance(v, Node):
-            nv = _simp(v, r, memo)
+            nv = _simp(cast(Expr, v), r, memo)   # the Node fields of an expression are expressions
             if nv is not v:
                 changed[name] = nv
         elif isinstance(v, tuple) and v and isinstance(v[0], Node):
-            nt = tuple(_simp(x, r, memo) for x in v)
+            nt = tuple(_simp(cast(Expr, x), r, memo) for x in v)
             if any(a is not b for a, b in zip(nt, v)):
                 changed[name] = nt
     out = t(**{n: changed.get(n, getattr(e, n)) for n in field_names(t)}) if changed else e
@@ -325,21 +324,20 @@ def simplify_expr(e: Expr, ranges: Ranges | None = None, memo: Memo | None = Non
 
 # -- statements ----------------------------------------------------------------------------------
 def _stmt(s: Stmt, r: Ranges, m: Memo) -> Stmt | None:
-    t = type(s)
-    if t is For:
+    if type(s) is For:
         if s.extent == 1 and s.kind is not ForKind.THREAD_BOUND:
             return _stmt(substitute(s.body, {s.var: Const(0, s.var.dtype)}), r, m)
         r[s.var] = (0, s.extent - 1)
         body = _stmt(s.body, r, m)
         del r[s.var]
         return None if body is None else For(s.var, s.extent, s.kind, body, s.thread)
-    if t is Store:
+    if type(s) is Store:
         pred = None if s.predicate is None else simplify_expr(s.predicate, r, m)
         if _truth(pred) is False:
             return None
         return Store(s.buffer, simplify_expr(s.index, r, m), simplify_expr(s.value, r, m),
                      None if _truth(pred) is True else pred)
-    if t is IfThenElse:
+    if type(s) is IfThenElse:
         cond = simplify_expr(s.cond, r, m)
         if _c(cond) is not None:
             return _stmt(s.then_case, r, m) if _c(cond) else (None if s.else_case is None else _stmt(s.else_case, r, m))
@@ -348,11 +346,11 @@ def _stmt(s: Stmt, r: Ranges, m: Memo) -> Stmt | None:
         if then is None and other is None:
             return None
         return IfThenElse(cond, then if then is not None else Seq(()), other)
-    if t is Seq:
+    if type(s) is Seq:
         parts = [_stmt(x, r, m) for x in s.stmts]
         parts = [p for p in parts if p is not None]
         return seq(*parts) if parts else None
-    if t is Let:
+    if type(s) is Let:
         value = simplify_expr(s.value, r, m)
         if type(value) in (Const, Var):
             return _stmt(substitute(s.body, {s.var: value}), r, m)
@@ -362,7 +360,7 @@ def _stmt(s: Stmt, r: Ranges, m: Memo) -> Stmt | None:
         body = _stmt(s.body, r, m)
         r.pop(s.var, None)
         return None if body is None else Let(s.var, value, body)
-    if t is Allocate:
+    if type(s) is Allocate:
         body = _stmt(s.body, r, m)
         return None if body is None else Allocate(s.buffer, body)
     return s

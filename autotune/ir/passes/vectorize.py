@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import warnings
 
-from ...te.expr import (And, Binary, BinOp, Call, Cast, CmpOp, Compare, Const, Expr, Not, Or, Select,
-                        Var)
+from ...te.expr import And, Binary, BinOp, Call, Cast, CmpOp, Compare, Const, Expr, Not, Or, Select, Var
 from ...te.traversal import substitute, transform, walk
 from ..bounds import direction
 from ..functor import uses_var
-from ..nodes import (Allocate, Broadcast, Evaluate, For, ForKind, IfThenElse, Let, Load, Ramp, Seq,
-                     Stmt, Store)
+from ..nodes import Allocate, Broadcast, Evaluate, For, ForKind, IfThenElse, Let, Load, Ramp, Seq, Stmt, Store
 
 
 class NotVectorizable(Exception):
@@ -35,33 +33,35 @@ class _Vectorizer:
         t = type(e)
         if e is self.var:
             return Ramp(Const(0, e.dtype), Const(1, e.dtype), self.lanes)
-        if t in (Var, Const):
+        if isinstance(e, (Var, Const)):
             return e
         if t in (Ramp, Broadcast) or e.lanes != 1:
             raise NotVectorizable(f"nested vector expression {e}")
-        if t is Binary:
+        if type(e) is Binary:
             return self._binary(e.op, self.expr(e.a), self.expr(e.b))
-        if t is Load:
+        if type(e) is Load:
             idx = self.expr(e.index)
             pred = None if e.predicate is None else self.expr(e.predicate)
             if idx.lanes == 1 and (pred is None or pred.lanes == 1):
                 return Load(e.buffer, idx, pred)
             return Load(e.buffer, _bcast(idx, self.lanes), None if pred is None else _bcast(pred, self.lanes))
-        if t in (Compare, And, Or):
+        if isinstance(e, (Compare, And, Or)):
             a, b = self.expr(e.a), self.expr(e.b)
             n = max(a.lanes, b.lanes)
-            return type(e)(e.op, _bcast(a, n), _bcast(b, n)) if t is Compare else t(_bcast(a, n), _bcast(b, n))
-        if t is Not:
+            if isinstance(e, Compare):
+                return Compare(e.op, _bcast(a, n), _bcast(b, n))
+            return type(e)(_bcast(a, n), _bcast(b, n))
+        if type(e) is Not:
             return Not(self.expr(e.a))
-        if t is Select:
+        if type(e) is Select:
             parts = [self.expr(x) for x in (e.cond, e.t, e.f)]
             n = max(p.lanes for p in parts)
             return Select(*(_bcast(p, n) for p in parts))
-        if t is Call:
+        if type(e) is Call:
             args = [self.expr(a) for a in e.args]
             n = max(a.lanes for a in args)
             return Call(e.fn, tuple(_bcast(a, n) for a in args), e.dtype)
-        if t is Cast:
+        if type(e) is Cast:
             return Cast(e.dtype, self.expr(e.value))
         raise NotVectorizable(f"unsupported expression {type(e).__name__}")
 
@@ -69,42 +69,43 @@ class _Vectorizer:
         n = max(a.lanes, b.lanes)
         if n == 1:
             return Binary(op, a, b)
-        ra, rb = type(a) is Ramp, type(b) is Ramp
-        if op in (BinOp.ADD, BinOp.SUB) and (ra or a.lanes == 1) and (rb or b.lanes == 1):
-            base_a, stride_a = (a.base, a.stride) if ra else (a, Const(0, a.dtype))
-            base_b, stride_b = (b.base, b.stride) if rb else (b, Const(0, b.dtype))
+        # Ramp has no subclasses: isinstance is `type(x) is Ramp`, in a form the type checker narrows
+        if op in (BinOp.ADD, BinOp.SUB) and (isinstance(a, Ramp) or a.lanes == 1) and \
+                (isinstance(b, Ramp) or b.lanes == 1):
+            base_a, stride_a = (a.base, a.stride) if isinstance(a, Ramp) else (a, Const(0, a.dtype))
+            base_b, stride_b = (b.base, b.stride) if isinstance(b, Ramp) else (b, Const(0, b.dtype))
             return Ramp(Binary(op, base_a, base_b), Binary(op, stride_a, stride_b), n)
-        if op is BinOp.MUL and ra and b.lanes == 1:
+        if op is BinOp.MUL and isinstance(a, Ramp) and b.lanes == 1:
             return Ramp(Binary(op, a.base, b), Binary(op, a.stride, b), n)
-        if op is BinOp.MUL and rb and a.lanes == 1:
+        if op is BinOp.MUL and isinstance(b, Ramp) and a.lanes == 1:
             return Ramp(Binary(op, a, b.base), Binary(op, a, b.stride), n)
         return Binary(op, _bcast(a, n), _bcast(b, n))
 
     def stmt(self, s: Stmt) -> Stmt:
         t = type(s)
-        if t is Store:
+        if type(s) is Store:
             idx, val = self.expr(s.index), self.expr(s.value)
             pred = None if s.predicate is None else self.expr(s.predicate)
             if idx.lanes == 1:
                 raise NotVectorizable(f"store to {s.buffer.name}[{s.index}] is the same element in every lane")
             return Store(s.buffer, idx, _bcast(val, self.lanes), None if pred is None else _bcast(pred, self.lanes))
-        if t is For:
+        if type(s) is For:
             if s.kind not in (ForKind.SERIAL, ForKind.UNROLLED):
                 raise NotVectorizable(f"inner loop {s.var.name} is {s.kind.value}")
             return For(s.var, s.extent, s.kind, self.stmt(s.body), s.thread)
-        if t is IfThenElse:
+        if type(s) is IfThenElse:
             if uses_var(s.cond, self.var):
                 raise NotVectorizable(f"condition {s.cond} depends on the lane")
             return IfThenElse(s.cond, self.stmt(s.then_case), None if s.else_case is None else self.stmt(s.else_case))
-        if t is Seq:
+        if type(s) is Seq:
             return Seq(tuple(self.stmt(x) for x in s.stmts))
-        if t is Let:
+        if type(s) is Let:
             if uses_var(s.value, self.var):
                 raise NotVectorizable(f"let {s.var.name} depends on the lane")
             return Let(s.var, s.value, self.stmt(s.body))
         if t is Evaluate and not uses_var(s, self.var):
             return s
-        if t is Allocate:
+        if type(s) is Allocate:
             raise NotVectorizable(f"allocation of {s.buffer.name} inside the loop (one per lane)")
         raise NotVectorizable(f"unsupported statement {t.__name__}")
 
@@ -149,6 +150,7 @@ def vectorize_loop(loop: For) -> Stmt:
         for end in (0, n - 1):
             c = substitute(g, {v: Const(end, v.dtype)})
             all_lanes = c if all_lanes is None else And(all_lanes, c)
+    assert all_lanes is not None   # guards is not empty
     return IfThenElse(all_lanes, body, For(v, n, ForKind.SERIAL, loop.body, loop.thread))
 
 

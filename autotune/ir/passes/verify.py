@@ -1,7 +1,7 @@
 """The loop-IR verifier: one table of invariants, checked at the end of lowering."""
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from ...errors import BuildError, ScheduleError
 from ...te.expr import Binary, Compare, Reduce, Select, TensorLoad, Var

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..types import ErrorKind
 from ..wire import first_line
@@ -24,6 +25,6 @@ def handle_build(req: dict[str, Any], payload: bytes,
     try:
         # verify: the reader checks structure only; the loop IR's invariants are checked again here
         signature, obj = compile_for(verify(loads(payload)), Target.from_key(req["target"]))
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001  (a build failure of any kind fails this candidate, not the worker)
         return build_reply(ErrorKind.BUILD_ERROR, first_line(exc), time.perf_counter() - t0), b""
     return build_reply(ErrorKind.OK, "", time.perf_counter() - t0, signature), obj

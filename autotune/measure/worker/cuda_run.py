@@ -9,11 +9,12 @@ replace the worker.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-from .run import run_candidate, run_reply
 from ..types import ErrorKind
 from ..wire import first_line
+from .run import run_candidate, run_reply
 
 
 def event_timer(drv: Any) -> Callable[[Callable[[], None], int], float]:
@@ -38,7 +39,7 @@ def handle_cuda_run(req: dict[str, Any], cubin: bytes,
 
     try:
         drv = driver()
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001  (any driver failure means no GPU here: reported, not raised)
         return run_reply(ErrorKind.RUNTIME_ERROR, f"no GPU in the runner worker: {first_line(exc)}"), b""
     return run_candidate(req, event, lambda: CudaFunction(req["signature"], cubin),
                          timer=event_timer(drv), fatal=drv.Error)

@@ -11,9 +11,10 @@ from __future__ import annotations
 import os
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -62,7 +63,7 @@ def fresh_outputs(specs: list[dict[str, Any]]) -> list[np.ndarray]:
     """Outputs pre-filled with NaN (or a sentinel) so elements a kernel never writes show up."""
     out = []
     for spec in specs:
-        np_dtype = np.dtype(dtype_info(spec["dtype"]).numpy)
+        np_dtype: np.dtype[Any] = np.dtype(dtype_info(spec["dtype"]).numpy)
         fill = np.nan if is_float(spec["dtype"]) else (True if np_dtype == np.bool_ else np.iinfo(np_dtype).max)
         out.append(np.full(tuple(spec["shape"]), fill, dtype=np_dtype))
     return out
@@ -131,7 +132,7 @@ def run_candidate(req: dict[str, Any], event: Callable[[dict[str, Any]], None], 
     options, spec = req["options"], req["check"]
     try:
         data = load_check_data(spec, event)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001  (unreadable check data fails this candidate, not the worker)
         return run_reply(ErrorKind.RUNTIME_ERROR, f"reading the task's check data: {first_line(exc)}"), b""
     kernel_s = 0.0
     try:
@@ -153,6 +154,6 @@ def run_candidate(req: dict[str, Any], event: Callable[[dict[str, Any]], None], 
     except fatal as exc:
         reply = run_reply(ErrorKind.RUNTIME_ERROR, first_line(exc), run_seconds=kernel_s)
         return {**reply, "restart": True}, b""
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001  (a kernel failure of any kind fails this candidate, not the worker)
         return run_reply(ErrorKind.RUNTIME_ERROR, first_line(exc), run_seconds=kernel_s), b""
     return run_reply(ErrorKind.OK, "", costs, kernel_s), b""

@@ -6,7 +6,8 @@ import signal
 import sys
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..wire import first_line, read_frame, write_frame
 
@@ -51,6 +52,6 @@ def serve(argv: list[str] | None = None) -> None:
         failure = "build_error" if op == "build" else "runtime_error"
         try:
             reply, out = handlers[str(op)](header, payload, lambda event: write_frame(wfd, event))
-        except Exception as exc:      # a bug of ours: this candidate fails, the worker lives on
+        except Exception as exc:  # noqa: BLE001  (a bug of ours: this candidate fails, the worker lives on)
             reply, out = {"error_kind": failure, "error_msg": f"measurement worker: {first_line(exc)}"}, b""
         write_frame(wfd, reply, out)

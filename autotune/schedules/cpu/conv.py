@@ -12,8 +12,7 @@ from typing import Any
 import numpy as np
 
 from ... import te
-from ...topi import conv as topi_conv
-from ...topi import elementwise as topi_elementwise
+from ...topi import conv as topi_conv, elementwise as topi_elementwise
 from ..task import template
 from .conv2d import define_nchw_knobs, nchw_geometry, schedule_nchw
 from .matmul import _matmul_body
@@ -142,7 +141,8 @@ def _bn_reference(x, w_folded, b_folded, stride, padding, dilation, groups, **_)
 def _nchw_epilogue(cfg, op: str, fused, N, C, H, W, F, KH, KW, stride, padding, dilation, groups, dtype):
     """The NCHW conv schedule with the conv tile local and `fused`'s epilogue on it."""
     g = nchw_geometry(op, N, C, H, W, F, KH, KW, stride, padding, dilation, groups)
-    define_nchw_knobs(cfg, F, *g.out, C // groups)
+    OH, OW = g.out
+    define_nchw_knobs(cfg, F, OH, OW, C // groups)
     X = te.placeholder((N, C, H, W), dtype, name="X")
     Wt = te.placeholder((F, C // groups, KH, KW), dtype, name="W")
     bias = te.placeholder((F,), dtype, name="bias")

@@ -85,7 +85,8 @@ def conv2d_template(cfg, N: int, C: int, H: int, W: int, F: int, KH: int, KW: in
                     dtype: str = "float32"):
     """Output tiles accumulated locally (filters x rows x vectorized columns), channels split."""
     g = nchw_geometry("conv2d", N, C, H, W, F, KH, KW, stride, padding)
-    define_nchw_knobs(cfg, F, *g.out, C, extra=False)
+    OH, OW = g.out
+    define_nchw_knobs(cfg, F, OH, OW, C, extra=False)
     X = te.placeholder((N, C, H, W), dtype, name="X")
     Wt = te.placeholder((F, C, KH, KW), dtype, name="W")
     P, Y = conv2d_nchw(X, Wt, stride, padding)
@@ -101,7 +102,8 @@ def conv2d_grouped_template(cfg, N: int, C: int, H: int, W: int, F: int, KH: int
                             padding: Any, dilation: Any, groups: int, dtype: str = "float32"):
     """The conv2d schedule over each group's channels; output channels of all groups tiled together."""
     g = nchw_geometry("conv2d_grouped", N, C, H, W, F, KH, KW, stride, padding, dilation, groups)
-    define_nchw_knobs(cfg, F, *g.out, C // groups)
+    OH, OW = g.out
+    define_nchw_knobs(cfg, F, OH, OW, C // groups)
     X = te.placeholder((N, C, H, W), dtype, name="X")
     Wt = te.placeholder((F, C // groups, KH, KW), dtype, name="W")
     P, Y = topi_conv.conv2d_nchw(X, Wt, stride, padding, dilation, groups)

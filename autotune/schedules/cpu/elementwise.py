@@ -8,7 +8,8 @@ float64 and round to the task's dtype, so they are the exact answer the kernels 
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

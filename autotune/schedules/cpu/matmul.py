@@ -42,7 +42,7 @@ def hand_schedule(M: int, N: int, K: int, dtype: str = "float32", bn: int = 32, 
     CC = s.cache_write(C, "local")
     i, j = C.op.axis
     io, jo, ii, ji = s[C].tile(i, j, bn, bn)
-    iio, iii = s[C].split(ii, rows)
+    iio, _iii = s[C].split(ii, rows)
     s[CC].compute_at(s[C], iio)
     ci, cj = s[CC].op.axis
     (kc,) = s[CC].op.reduce_axis

@@ -26,7 +26,7 @@ from .elementwise import as_shape
 def _ints(v: Any, op: str, name: str, n: int | None = None) -> tuple[int, ...]:
     t = (v,) if isinstance(v, int) and not isinstance(v, bool) else tuple(v) if isinstance(v, (tuple, list)) else None
     ok = t is not None and all(isinstance(d, int) and not isinstance(d, bool) for d in t)
-    if not ok or (n is not None and len(t) != n):
+    if t is None or not ok or (n is not None and len(t) != n):   # ok implies t is not None
         want = f"{n} ints" if n is not None else "a tuple of ints"
         raise ValueError(f"{op}: parameter {name} must be {want}, got {v!r}")
     return t

@@ -15,12 +15,12 @@ workload keys. Attention's scale 0.0 means the default 1 / sqrt(head_dim).
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from ... import te
-from ...te.tensor import ComputeOp
+from ...te.tensor import ComputeOp, ExternOp
 from ...topi import nn as topi_nn
 from ...topi.flash_attention import Tiling, flash_attention
 from ...topi.nn import ROW_ELEMWISE, ROW_PARTIAL, ROW_TAIL
@@ -179,7 +179,8 @@ def batch_norm_template(cfg, N: int, C: int, H: int, W: int, eps: float = 1e-5, 
     cfg.define_knob("parallel", ["plane", "fused", "none"])
     X = te.placeholder((N, C, H, W), dtype, name="X")
     stats = [te.placeholder((C,), dtype, name=nm) for nm in ("mean", "var", "gamma", "beta")]
-    Y = topi_nn.batch_norm(X, *stats, e)
+    mean, var, gamma, beta = stats
+    Y = topi_nn.batch_norm(X, mean, var, gamma, beta, e)
     s = te.create_schedule(Y.op)
     n, c, h, w = Y.op.axis
     plane = s[Y].fuse(n, c)
@@ -267,10 +268,10 @@ def attention_template(cfg, batch: int, heads: int, seq_q: int, seq_k: int, head
     q = te.placeholder(shape_q, dtype, name="q")
     k = te.placeholder(shape_kv, dtype, name="k")
     v = te.placeholder(shape_kv, dtype, name="v")
-    O = flash_attention(q, k, v, scale=sc, causal=bool(causal), tiling=tiling)
-    s = te.create_schedule(O.op)
-    _schedule_key_pack(s[O.op.inputs[1]])
-    return s, [q, k, v, O]
+    out = flash_attention(q, k, v, scale=sc, causal=bool(causal), tiling=tiling)
+    s = te.create_schedule(out.op)
+    _schedule_key_pack(s[cast(ExternOp, out.op).inputs[1]])   # flash_attention is an extern op
+    return s, [q, k, v, out]
 
 
 def _schedule_key_pack(st) -> None:

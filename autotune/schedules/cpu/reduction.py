@@ -8,7 +8,8 @@ the input dtype (numpy would widen a sum to int64); mean and var are for float t
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

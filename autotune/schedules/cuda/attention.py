@@ -20,9 +20,9 @@ from typing import Any
 
 from ... import te
 from ...dtype import dtype_info
+from ...target import CUDA_LIMITS
 from ...topi import nn as topi_nn
 from ...topi.nn import KEY_PACK, ROW_ELEMWISE, ROW_REDUCE, ROW_SCALAR
-from ...target import CUDA_LIMITS
 from ..cpu.nn import DEFAULT_SCALE, attention_reference, attention_scale
 from ..schedule import Schedule
 from ..task import template
@@ -58,10 +58,10 @@ def _define_knobs(cfg: Any, seq_q: int, seq_k: int, head_dim: int, dtype: str) -
     return tq, T
 
 
-def _schedule_output(s: Schedule, O: te.Tensor, tq: int, T: int) -> tuple[Any, Any]:
+def _schedule_output(s: Schedule, out: te.Tensor, tq: int, T: int) -> tuple[Any, Any]:
     """Blocks over (batch * heads * query tiles); the tile's (row, d) elements over the threads.
     Returns (block loop, per-thread element loop)."""
-    st = s[O]
+    st = s[out]
     b, h, i, d = st.op.axis
     io, ii = st.split(i, factor=tq)
     block = st.fuse(b, h, io)
@@ -73,32 +73,32 @@ def _schedule_output(s: Schedule, O: te.Tensor, tq: int, T: int) -> tuple[Any, A
     return block, eo
 
 
-def _schedule_stages(s: Schedule, O: te.Tensor, q: te.Tensor, tq: int, T: int, inline_exp: bool) -> None:
-    """Every producer of O computed per block (shared tiles, register statistics) or inlined."""
-    block, element = _schedule_output(s, O, tq, T)
+def _schedule_stages(s: Schedule, out: te.Tensor, q: te.Tensor, tq: int, T: int, inline_exp: bool) -> None:
+    """Every producer of `out` computed per block (shared tiles, register statistics) or inlined."""
+    block, element = _schedule_output(s, out, tq, T)
     stages = {st.op.name: st for st in s.stages}
     for st in list(s.stages):
         tag = st.op.tag if isinstance(st.op, te.ComputeOp) else None
-        if st is s[O] or tag is None:
+        if st is s[out] or tag is None:
             continue
         if tag == KEY_PACK or (tag == ROW_ELEMWISE and inline_exp):
             st.compute_inline()     # K read in place (each thread's dot product walks one key row)
         elif tag == ROW_ELEMWISE:
             st.set_scope("shared")
-            st.compute_at(s[O], block)
+            st.compute_at(s[out], block)
             bind_cooperative(s, st.op.output(0), (T,), 1)
         elif tag in (ROW_REDUCE, ROW_SCALAR):
-            statistic_per_thread(st, s[O], block, T)
+            statistic_per_thread(st, s[out], block, T)
     S = stages["S"]
     S.set_scope("shared")
-    S.compute_at(s[O], block)
+    S.compute_at(s[out], block)
     bind_cooperative(s, S.op.output(0), (T,), 1)
     QS = s.cache_read(q, "shared", [S])
-    s[QS].compute_at(s[O], block)
+    s[QS].compute_at(s[out], block)
     bind_cooperative(s, QS, (T,), 1)
     PV = stages["PV"]
     PV.set_scope("local")
-    PV.compute_at(s[O], element)
+    PV.compute_at(s[out], element)
 
 
 @template("attention", reference=attention_reference, target="cuda",
@@ -115,7 +115,7 @@ def attention_cuda(cfg: Any, batch: int, heads: int, seq_q: int, seq_k: int, hea
     q = te.placeholder(shape_q, dtype, name="q")
     k = te.placeholder(shape_kv, dtype, name="k")
     v = te.placeholder(shape_kv, dtype, name="v")
-    O = topi_nn.attention(q, k, v, scale=sc, causal=bool(causal), lanes=1)
-    s = te.create_schedule(O.op)
-    _schedule_stages(s, O, q, tq, T, bool(cfg["inline_exp"].val))
-    return s, [q, k, v, O]
+    out = topi_nn.attention(q, k, v, scale=sc, causal=bool(causal), lanes=1)
+    s = te.create_schedule(out.op)
+    _schedule_stages(s, out, q, tq, T, bool(cfg["inline_exp"].val))
+    return s, [q, k, v, out]

@@ -12,7 +12,8 @@ argument order and reference as the cpu "conv2d" template (`autotune.schedules.c
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ... import te
 from ...dtype import dtype_info
@@ -43,7 +44,7 @@ def _define_knobs(cfg: Any, F: int, OH: int, OW: int, C: int) -> None:
     cfg.define_knob("unroll", [1, 0])
 
 
-def _check_limits(cfg: Any, KH: int, KW: int, stride: tuple[int, int], dtype: str) -> tuple[int, int, int]:
+def _check_limits(cfg: Any, KH: int, KW: int, stride: tuple[int, ...], dtype: str) -> tuple[int, int, int]:
     """(threads in f, y, x); configs no GPU can launch are rejected here, never measured."""
     _, vf, tf, rf = cfg["tile_f"].size
     _, vy, ty, ry = cfg["tile_y"].size

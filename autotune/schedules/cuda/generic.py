@@ -9,7 +9,8 @@ apart (the grid-stride loop of hand-written CUDA, at a fixed count).
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ... import te
 from ..generic import inline_injective

@@ -10,7 +10,8 @@ references as `autotune.schedules.cpu.matmul`.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ... import te
 from ...dtype import dtype_info

@@ -12,16 +12,22 @@ split over the threads (vectorized by `vec`). Optionally the row is first copied
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from ... import te
 from ...dtype import dtype_info
+from ...target import CUDA_LIMITS
 from ...te.tensor import ComputeOp
 from ...topi import nn as topi_nn
 from ...topi.nn import ROW_ELEMWISE, ROW_REDUCE, ROW_SCALAR
-from ...target import CUDA_LIMITS
-from ..cpu.nn import (_check_rows, _eps, layer_norm_reference, log_softmax_reference, rms_norm_reference,
-                      softmax_reference)
+from ..cpu.nn import (
+    _check_rows,
+    _eps,
+    layer_norm_reference,
+    log_softmax_reference,
+    rms_norm_reference,
+    softmax_reference,
+)
 from ..schedule import Schedule
 from ..task import template
 from .generic import THREADS, VECTOR, bind_cooperative, block_width, statistic_per_thread
@@ -65,7 +71,7 @@ def schedule_rows(cfg: Any, out: te.Tensor, x: te.Tensor, T: int) -> Schedule:
         s[xs].compute_at(st, i)
         bind_cooperative(s, xs, (T,), 1)
     for p in stages:
-        tag = p.op.tag
+        tag = cast(ComputeOp, p.op).tag   # stages holds compute stages only
         if tag == ROW_ELEMWISE:
             p.compute_inline()
             continue
