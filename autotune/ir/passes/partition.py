@@ -67,24 +67,23 @@ def split_loops(s: Stmt) -> Stmt:
 
 # -- traversal ---------------------------------------------------------------------------------
 def _visit(s: Stmt, r: Ranges, budget: list[int] | None) -> Stmt:
-    t = type(s)
-    if t is For and s.kind is ForKind.VECTORIZED:
+    if type(s) is For and s.kind is ForKind.VECTORIZED:
         return s                        # its body becomes lanes: a branch there would scalarize it
-    if t is For:
+    if type(s) is For:
         budget = [MAX_COPIES] if budget is None else budget    # a root nest starts its own count
         done = _partition(s, r, budget)
         return done if done is not None else _inside(s, r, budget)
-    if t is Seq:
+    if type(s) is Seq:
         parts = tuple(_visit(x, r, budget) for x in s.stmts)
         return s if all(a is b for a, b in zip(parts, s.stmts)) else Seq(parts)
-    if t is IfThenElse:
+    if type(s) is IfThenElse:
         then = _visit(s.then_case, r, budget)
         other = None if s.else_case is None else _visit(s.else_case, r, budget)
         return s if then is s.then_case and other is s.else_case else IfThenElse(s.cond, then, other)
-    if t is Allocate:
+    if type(s) is Allocate:
         body = _visit(s.body, r, budget)
         return s if body is s.body else Allocate(s.buffer, body)
-    if t is Let:
+    if type(s) is Let:
         bound = const_bound(s.value, r)
         if bound is not None:
             r[s.var] = bound
@@ -196,25 +195,26 @@ def _guards(loop: For, r: Ranges) -> list[_Guard]:
             found[id(c)] = g if same else None
 
     def visit(s: Stmt, hot: bool, deep: bool) -> None:
-        t = type(s)
-        if t is For:
+        if type(s) is For:
             relax[s.var] = (Const(0, s.var.dtype), Const(s.extent - 1, s.var.dtype))
             visit(s.body, hot or s.kind in _HOT, deep or s.kind is not ForKind.VECTORIZED)
             del relax[s.var]
-        elif t is IfThenElse:
+        elif type(s) is IfThenElse:
             if s.else_case is None:
                 consider(s.cond, hot or _has_hot_loop(s.then_case), deep)
             visit(s.then_case, hot, deep)
             if s.else_case is not None:
                 visit(s.else_case, hot, deep)
-        elif t is Store:
+        elif type(s) is Store:
             walk(s.value, lambda e: consider(e.cond, hot, deep) if type(e) is Select else None)
-        elif t is Let:
+        elif type(s) is Let:
             lets.add(s.var)
             visit(s.body, hot, deep)
-        elif t in (Seq, Allocate):
-            for x in (s.stmts if t is Seq else (s.body,)):
+        elif isinstance(s, Seq):
+            for x in s.stmts:
                 visit(x, hot, deep)
+        elif isinstance(s, Allocate):
+            visit(s.body, hot, deep)
 
     visit(loop.body, False, False)
     return [g for g in found.values() if g is not None]
