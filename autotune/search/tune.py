@@ -58,11 +58,18 @@ def _open_db(db: Any) -> Any:
     return db if isinstance(db, TuningDB) else TuningDB(db)
 
 
-def _record(task: Task, run_id: int, idx: int, res: MeasureResult) -> Any:
+def _start_run(database: Any, task: Task, tuner: str, trials: int, seed: int | None) -> int:
+    return database.start_run(task.workload_key, task.name, task.params, task.dtype, task.target_key, tuner,
+                              trials, seed)
+
+
+def _store(database: Any, task: Task, run_id: int, pairs: list[tuple[int, MeasureResult]]) -> None:
+    """One batch of the run's results, as records in one transaction."""
     from tuning_db import Record
 
-    return Record(task.workload_key, task.target_key, idx, task.config(idx).to_json(), tuple(res.costs),
-                  res.error_kind.value, res.error_msg, res.build_seconds, res.timestamp, run_id)
+    database.add_records(run_id, [Record(task.workload_key, task.target_key, idx, task.config(idx).to_json(),
+                                         tuple(res.costs), res.error_kind.value, res.error_msg, res.build_seconds,
+                                         res.timestamp, run_id) for idx, res in pairs])
 
 
 def _as_result(rec: Any) -> MeasureResult:
@@ -120,8 +127,7 @@ def tune(task: Task, trials: int = 64, tuner: str = "xgb", db: Any = None, early
     database = _open_db(db)
     upgrade(database)             # records stored under a legacy key become this task's (autotune.legacy_keys)
     strategy, best_prev = _resume(task, tuner, database, seed)
-    run_id = database.start_run(task.workload_key, task.name, task.params, task.dtype, task.target_key, tuner,
-                                trials, seed)
+    run_id = _start_run(database, task, tuner, trials, seed)
     own = measurer is None
     options = measure_option or MeasureOptions()
     meas = Measurer(options) if own else measurer
@@ -129,7 +135,7 @@ def tune(task: Task, trials: int = 64, tuner: str = "xgb", db: Any = None, early
     status, result, done = "failed", None, [0]
 
     def record(pairs: list[tuple[int, MeasureResult]]) -> None:
-        database.add_records(run_id, [_record(task, run_id, i, r) for i, r in pairs])
+        _store(database, task, run_id, pairs)
         done[0] += len(pairs)
 
     try:
@@ -182,15 +188,13 @@ def tune_tasks(tasks: Sequence[Task], weights: Sequence[float] | None = None, tr
         st = TaskState(task, float(w), strategy)
         if best_prev is not None:
             st.best, st.best_config = best_prev.cost, best_prev.config
-        runs[id(st)] = database.start_run(task.workload_key, task.name, task.params, task.dtype, task.target_key,
-                                          name, trials, seed)
+        runs[id(st)] = _start_run(database, task, name, trials, seed)
         states.append(st)
     options = measure_option or MeasureOptions()
     lease_s = lease_seconds(options, batch_size)
 
     def record(st: TaskState, pairs: list[tuple[int, MeasureResult]]) -> None:
-        run_id = runs[id(st)]
-        database.add_records(run_id, [_record(st.task, run_id, i, r) for i, r in pairs])
+        _store(database, st.task, runs[id(st)], pairs)
 
     def report(st: TaskState, p: Progress) -> None:
         best = min(st.best, p.best_seconds)
