@@ -154,25 +154,25 @@ def test_a_read_only_file_in_a_writable_directory_is_readable(shared):
     check_read(as_unprivileged(lambda: read_everything(d / "t.db")))
 
 
-def test_commits_still_in_the_wal_are_read_with_its_shm(shared):
+def read_only_snapshot(shared: Path, shm: bool) -> Path:
+    """A read-only directory holding a copy of a database whose last commits are in its -wal."""
     writer = make_db(shared / "w.db")
     try:
-        path = snapshot_with_wal(shared / "w.db", shared / "ro", shm=True)
+        path = snapshot_with_wal(shared / "w.db", shared / "ro", shm=shm)
     finally:
         writer.close()
     check_read(read_everything(shared / "w.db"))
     read_only(path.parent)
+    return path
+
+
+def test_commits_still_in_the_wal_are_read_with_its_shm(shared):
+    path = read_only_snapshot(shared, shm=True)
     check_read(as_unprivileged(lambda: read_everything(path)))
 
 
 def test_commits_in_a_wal_without_shm_are_one_clear_error(shared):
-    writer = make_db(shared / "w.db")
-    try:
-        path = snapshot_with_wal(shared / "w.db", shared / "ro", shm=False)
-    finally:
-        writer.close()
-    check_read(read_everything(shared / "w.db"))
-    read_only(path.parent)
+    path = read_only_snapshot(shared, shm=False)
     with pytest.raises(TuningDBError, match=r"its -wal file holds commits .* cannot create the -shm"):
         as_unprivileged(lambda: TuningDB(path, readonly=True).records())
 
