@@ -1,4 +1,5 @@
-"""Test-only templates with faults, to test measurement with real kernels in real workers.
+"""Test support in the package: templates with faults, to test measurement with real kernels in
+real workers, and the configs template tests check (`legal_configs`).
 
 Importing this module registers op "testing.faults" (target llvm): `B = A + 1` for `A` of
 shape (n,), whose single knob "behaviour" makes each config fail one way (config index =
@@ -17,6 +18,7 @@ Op names starting with "testing." are not for users; listings should hide them.
 """
 from __future__ import annotations
 
+import random
 from typing import Any
 
 from . import te
@@ -68,3 +70,17 @@ def fault_index(name: str) -> int:
     if name not in FAULTS:
         raise ValueError(f"unknown fault {name!r}; expected one of {FAULTS}")
     return FAULTS.index(name)
+
+
+def legal_configs(task: Task, extra: int, seed: int = 0) -> list[int]:
+    """Index 0 (the default, when legal for the shape) and up to `extra` seeded legal others:
+    the configs the template tests check."""
+    rng = random.Random(seed)
+    out = [0] if task.is_valid(0) else []
+    for _ in range(200 * (extra + 1)):
+        if len(out) > extra:
+            break
+        i = rng.randrange(len(task.config_space))
+        if i not in out and task.is_valid(i):
+            out.append(i)
+    return out

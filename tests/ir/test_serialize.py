@@ -7,7 +7,6 @@ import dataclasses
 import json
 import math
 import os
-import random
 import re
 import subprocess
 import sys
@@ -28,6 +27,7 @@ from autotune.ir.lower import lower
 from autotune.ir.nodes import (Allocate, Broadcast, Buffer, Evaluate, For, ForKind, IfThenElse, Let, Load,
                                PrimFunc, Ramp, Seq, Store, ThreadAllReduce)
 from autotune.ir.passes.gpu import serialize_threads
+from autotune.testing import legal_configs
 from autotune.ir.serialize import NODES, TE_ONLY, dumps, func_from_json, func_to_json, loads
 from autotune.schedules.task import TEMPLATES, _load_templates, create_task
 from autotune.te.expr import (And, Binary, BinOp, Call, Cast, CmpOp, Compare, Const, IterVar, Not, Or, Reduce,
@@ -67,19 +67,6 @@ CUDA_CASES = [
     ("sum", dict(shape=(7, 37, 41), axes=(1, 2), keepdims=0)), ("relu", dict(shape=(37, 149))),
     ("attention", dict(batch=1, heads=2, seq_q=13, seq_k=37, head_dim=16, causal=1)),
 ]
-
-
-def configs(task, extra: int = 3, seed: int = 0) -> list[int]:
-    """The default (when legal) and up to `extra` seeded random legal configs."""
-    rng = random.Random(seed)
-    out = [0] if task.is_valid(0) else []
-    for _ in range(50 * extra):
-        if len(out) > extra:
-            break
-        i = rng.randrange(len(task.config_space))
-        if i not in out and task.is_valid(i):
-            out.append(i)
-    return out
 
 
 def lowered(task, index: int) -> PrimFunc:
@@ -145,7 +132,7 @@ def test_every_cpu_template_has_a_shape_here():
 @pytest.mark.parametrize("op", sorted(CPU_SHAPES))
 def test_cpu_templates_round_trip(op):
     task = create_task(op, **CPU_SHAPES[op])
-    for index in configs(task):
+    for index in legal_configs(task, 3):
         f = lowered(task, index)
         g = loads(dumps(f))
         assert_same(f, g)
@@ -163,7 +150,7 @@ def _shared_lines_sorted(src: str) -> list[str]:
 @pytest.mark.parametrize("op,params", CUDA_CASES, ids=[c[0] for c in CUDA_CASES])
 def test_cuda_templates_round_trip(op, params):
     task = create_task(op, target=CUDA, **params)
-    for index in configs(task, extra=2):
+    for index in legal_configs(task, 2):
         f = lowered(task, index)
         g = loads(dumps(f))
         assert_same(f, g)
@@ -194,7 +181,7 @@ def run_and_check(task, fn) -> None:
 @pytest.mark.parametrize("op", ["matmul", "softmax"])
 def test_round_tripped_ir_builds_the_same_code_and_computes_numpy(op):
     task = create_task(op, **CPU_SHAPES[op])
-    for index in configs(task, extra=1):
+    for index in legal_configs(task, 1):
         f = lowered(task, index)
         g = loads(dumps(f))
         sig, obj = compile_for(g, task.target)
@@ -215,7 +202,7 @@ print(json.dumps(sig))
 
 def test_a_worker_process_builds_from_the_bytes_alone(tmp_path):
     task = create_task("matmul", M=31, N=29, K=17)
-    data = dumps(lowered(task, configs(task, extra=1)[-1]))
+    data = dumps(lowered(task, legal_configs(task, 1)[-1]))
     root = Path(autotune.__file__).resolve().parents[1]
     p = subprocess.run([sys.executable, "-c", WORKER, task.target_key, str(tmp_path / "obj")], input=data,
                        capture_output=True, cwd=root, env={**os.environ, "PYTHONPATH": str(root)}, timeout=120)

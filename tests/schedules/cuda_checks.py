@@ -2,7 +2,6 @@
 the kernel read serially on the CPU (`serialize_threads`)."""
 from __future__ import annotations
 
-import random
 
 import numpy as np
 
@@ -10,21 +9,9 @@ from autotune.codegen import build_module
 from autotune.codegen.cuda import emit_cuda
 from autotune.ir.lower import lower
 from autotune.ir.passes.gpu import serialize_threads
+from autotune.testing import legal_configs
 
 TARGET = "cuda -arch=sm_80"
-
-
-def legal_configs(task, extra: int, seed: int = 0) -> list[int]:
-    """Index 0 (the default, when legal for the shape) and `extra` seeded legal others."""
-    rng = random.Random(seed)
-    out = [0] if task.is_valid(0) else []
-    for _ in range(200 * (extra + 1)):
-        if len(out) > extra:
-            break
-        i = rng.randrange(len(task.config_space))
-        if i not in out and task.is_valid(i):
-            out.append(i)
-    return out
 
 
 def run_serially(func):
