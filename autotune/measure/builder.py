@@ -36,7 +36,6 @@ def lowered_ir(inp: MeasureInput) -> tuple[bytes | None, BuildResult | None]:
         return failed(ErrorKind.BUILD_ERROR, first_line(exc))
 
 
-# -- the parent's side --------------------------------------------------------------------------
 @dataclass
 class _Job:
     position: int

@@ -26,7 +26,6 @@ STARTUP_TIMEOUT_S = 120.0         # a fresh interpreter importing numpy + llvmli
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
 
-# -- the parent's side --------------------------------------------------------------------------
 class WorkerDied(Exception):
     """The worker's pipe closed: it crashed, was killed or exited. The message says how."""
 
