@@ -58,6 +58,24 @@ class GpuLimits:
 
 
 CUDA_LIMITS = GpuLimits()      # every CUDA GPU since sm_20 allows this much
+
+
+@dataclass(frozen=True)
+class CpuFacts:
+    """What CPU templates derive their default tiles from (each template's docstring states its rule)."""
+
+    vector_bytes: int     # the widest vector register the features allow: 64 (AVX-512), 32 (AVX), 16
+    l1d_bytes: int        # per-core level-1 data cache
+    l2_bytes: int         # per-core level-2 cache
+    cores: int            # cores the parallel loops may use
+
+    def lanes(self, dtype_bytes: int) -> int:
+        """Elements of one vector register."""
+        return max(1, self.vector_bytes // dtype_bytes)
+
+
+# cache sizes assumed where the OS does not say (a common x86 core of the last decade)
+FALLBACK_CACHES = {1: 32 * 1024, 2: 1024 * 1024}
 LIMITS: dict[str, GpuLimits | None] = {"llvm": None, "cuda": CUDA_LIMITS}
 
 
@@ -125,6 +143,18 @@ class Target:
         """The string tuning records and kernel caches are keyed by: configs tuned for one CPU
         or GPU are not reused on another. `Target.from_key` reads it back."""
         return str(self.resolved())
+
+    @functools.cached_property
+    def cpu(self) -> CpuFacts:
+        """The CPU facts of an llvm target: vector width from its features (the host's when it
+        names none, read from the OS without starting LLVM), caches and cores of this machine
+        (llvm code only ever runs on the host)."""
+        if self.kind != "llvm":
+            raise ValueError(f"target {self}: only llvm targets have CPU facts")
+        features = set(self.features if self.features is not None else _host_cpu_flags())
+        width = 64 if "avx512f" in features else 32 if features & {"avx", "avx2"} else 16
+        caches = _host_caches()
+        return CpuFacts(width, caches[1], caches[2], self.cores or _usable_cores())
 
     @property
     def limits(self) -> GpuLimits | None:
@@ -205,6 +235,52 @@ def _host_target() -> Target:
     cpu = host_cpu()
     return Target("llvm", mcpu=cpu.name, features=tuple(sorted(f for f in KEY_FEATURES if cpu.features.get(f))),
                   cores=os.cpu_count() or 1)
+
+
+@functools.cache
+def _host_cpu_flags() -> frozenset[str]:
+    """The host CPU's feature flags as the OS lists them (Linux /proc/cpuinfo; empty elsewhere)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith(("flags", "Features")):
+                    return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+@functools.cache
+def _host_caches() -> dict[int, int]:
+    """{level: bytes} of the data/unified caches of core 0 (Linux sysfs), FALLBACK_CACHES otherwise."""
+    out = dict(FALLBACK_CACHES)
+    root = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        entries = os.listdir(root)
+    except OSError:
+        return out
+    for entry in entries:
+        try:
+            with open(f"{root}/{entry}/level") as f:
+                level = int(f.read())
+            with open(f"{root}/{entry}/type") as f:
+                kind = f.read().strip()
+            with open(f"{root}/{entry}/size") as f:
+                size = f.read().strip()
+        except (OSError, ValueError):
+            continue
+        m = re.fullmatch(r"(\d+)([KMG]?)", size)
+        if level in out and kind in ("Data", "Unified") and m:
+            out[level] = int(m.group(1)) * {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}[m.group(2)]
+    return out
+
+
+def _usable_cores() -> int:
+    """Cores this process may run on (its affinity where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
 
 
 def _device_info() -> dict[str, Any]:

@@ -80,7 +80,7 @@ def legal_configs(task: Task, extra: int, seed: int = 0) -> list[int]:
     for _ in range(200 * (extra + 1)):
         if len(out) > extra:
             break
-        i = rng.randrange(len(task.config_space))
+        i = task.config_space.random_index(rng)
         if i not in out and task.is_valid(i):
             out.append(i)
     return out

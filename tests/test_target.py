@@ -201,3 +201,19 @@ def test_creating_tasks_and_listing_ops_start_neither_llvm_nor_cuda(body):
     p = subprocess.run([sys.executable, "-c", LIGHT.format(body=body)], capture_output=True, text=True,
                        timeout=120)
     assert p.returncode == 0, p.stderr
+
+
+def test_cpu_facts_come_from_the_targets_features_without_starting_llvm():
+    import subprocess
+    import sys
+
+    code = ("import sys; from autotune.target import Target; "
+            "f = Target.from_key('llvm -mcpu=x -features=avx2,fma -cores=3').cpu; "
+            "g = Target.from_key('llvm -mcpu=x -features=avx512f -cores=1').cpu; "
+            "h = Target.from_key('llvm -mcpu=x -features= -cores=1').cpu; "
+            "print(f.vector_bytes, f.cores, f.lanes(4), g.lanes(4), h.lanes(8), f.l1d_bytes > 0, "
+            "Target.parse('llvm').cpu.cores >= 1, 'llvmlite' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["32", "3", "8", "16", "2", "True", "True", "False"]
+    with pytest.raises(ValueError, match="only llvm targets"):
+        _ = Target.parse("cuda -arch=sm_90").cpu

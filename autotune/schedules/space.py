@@ -3,8 +3,14 @@
 While collecting, a template's `cfg.define_*` calls declare knobs in a `ConfigSpace`; while
 instantiating, the same calls are no-ops on a `ConfigEntity`, and `cfg[name]` is the chosen value
 with an `apply`. A config is one integer (mixed radix over the knobs, first knob fastest) and a
-JSON dict; `index <-> knob indices` is deterministic, so records stay valid across versions as
-long as a template's knobs keep their order.
+JSON dict; `index <-> knob indices` is deterministic. Records store knob values, not indices,
+so they stay valid when a template reorders a knob's values or adds a knob (its `absent` value
+says what records made before it meant).
+
+A knob may be conditional: `when=("algorithm", ("nchwc",))` means it is read only when knob
+`algorithm` takes one of those values. A config whose unread knobs are not at their first value
+is a duplicate and is illegal (never measured); sampling and neighbours produce canonical
+configs only, so a space that is a union of per-algorithm spaces costs no wasted trials.
 """
 from __future__ import annotations
 
@@ -91,6 +97,8 @@ class Knob:
     name: str
     kind: str                 # "split" | "other" | "reorder" | "annotate"
     entities: tuple[Any, ...]
+    when: tuple[str, tuple[Any, ...]] | None = None   # (knob, values): read only when that knob takes one
+    absent: Any = None        # the JSON value a record without this knob means (None: such records are stale)
 
     def __len__(self) -> int:
         return len(self.entities)
@@ -146,30 +154,47 @@ def split_candidates(extent: int, num_outputs: int, policy: str, candidate: Sequ
     return out
 
 
-class ConfigSpace:
-    """Collect mode: `define_*` declares knobs; `cfg[name]` is the knob's first value."""
+Condition = tuple[str, Sequence[Any]]
 
-    def __init__(self) -> None:
+
+class ConfigSpace:
+    """Collect mode: `define_*` declares knobs; `cfg[name]` is the knob's first value.
+    `target` is what the task compiles for: templates derive their defaults from it."""
+
+    def __init__(self, target: Any = None) -> None:
+        self.target = target
         self.knobs: dict[str, Knob] = {}
         self.constraints_broken: str | None = None
 
     # -- declaring knobs -------------------------------------------------------------------------
-    def _add(self, name: str, kind: str, entities: Sequence[Any]) -> None:
+    def _add(self, name: str, kind: str, entities: Sequence[Any], when: Condition | None = None,
+             absent: Any = None) -> None:
         if name in self.knobs:
             raise ValueError(f"knob {name!r} is defined twice")
         if not entities:
             raise ValueError(f"knob {name!r} has no values")
-        self.knobs[name] = Knob(name, kind, tuple(entities))
+        cond = None
+        if when is not None:
+            on, values = when
+            if on not in self.knobs or self.knobs[on].kind != "other":
+                raise ValueError(f"knob {name!r}: its condition names {on!r}, which is not an earlier define_knob")
+            cond = (on, tuple(values))
+        self.knobs[name] = Knob(name, kind, tuple(entities), cond, absent)
 
     def define_split(self, name: str, axis: IterVar | int, num_outputs: int = 2, policy: str = "factors",
-                     candidate: Sequence[Sequence[int]] | None = None, max_factor: int | None = None) -> None:
+                     candidate: Sequence[Sequence[int]] | None = None, max_factor: int | None = None,
+                     when: Condition | None = None) -> None:
         if not 2 <= num_outputs <= 4:
             raise ValueError(f"define_split {name!r}: num_outputs must be 2..4, got {num_outputs}")
         sizes = split_candidates(_extent(axis), num_outputs, policy, candidate, max_factor)
-        self._add(name, "split", [SplitEntity(s) for s in sizes])
+        self._add(name, "split", [SplitEntity(s) for s in sizes], when)
 
-    def define_knob(self, name: str, choices: Sequence[Any]) -> None:
-        self._add(name, "other", [OtherEntity(c) for c in choices])
+    def define_knob(self, name: str, choices: Sequence[Any], when: Condition | None = None,
+                    absent: Any = None) -> None:
+        """A knob over `choices`; `absent` is the choice records made before it existed meant."""
+        if absent is not None and absent not in choices:
+            raise ValueError(f"knob {name!r}: absent={absent!r} is not one of its choices")
+        self._add(name, "other", [OtherEntity(c) for c in choices], when, absent)
 
     def define_reorder(self, name: str, axes: Sequence[IterVar], policy: str = "all",
                        candidate: Sequence[Sequence[int]] | None = None) -> None:
@@ -220,15 +245,43 @@ class ConfigSpace:
             scale *= d
         return index
 
+    def _unread(self, knob: Sequence[int]) -> list[int]:
+        """Positions of the conditional knobs this point does not read (their condition fails)."""
+        names = list(self.knobs)
+        out = []
+        for pos, k in enumerate(self.knobs.values()):
+            if k.when is not None:
+                on, values = k.when
+                if self.knobs[on].entities[knob[names.index(on)]].val not in values:
+                    out.append(pos)
+        return out
+
+    def canonical(self, knob: Sequence[int]) -> list[int]:
+        """The point with every unread knob at its first value (the one config it duplicates)."""
+        out = list(knob)
+        for pos in self._unread(out):
+            out[pos] = 0
+        return out
+
     def get(self, index: int) -> ConfigEntity:
         knob = self.point2knob(index)
+        if self.canonical(knob) != knob:
+            raise InstantiationError(f"config {index} sets knobs its choices never read; it duplicates config "
+                                     f"{self.knob2point(self.canonical(knob))}")
         return ConfigEntity(self, index, {name: k.entities[i] for (name, k), i in zip(self.knobs.items(), knob)})
 
     def from_json(self, d: Any) -> ConfigEntity:
         """The entity of a JSON config ({"index": i, "knobs": {...}}), checked knob by knob."""
         if not isinstance(d, dict) or not isinstance(d.get("knobs"), dict):
             raise InstantiationError(f"a config must be a JSON object with 'knobs', got {d!r}")
-        knobs = d["knobs"]
+        knobs = dict(d["knobs"])
+        for name, k in self.knobs.items():      # a record older than a knob: the value it meant
+            if name not in knobs and k.absent is not None:
+                knobs[name] = k.absent
+        names = list(self.knobs)
+        for pos, k in enumerate(self.knobs.values()):   # an unread knob the record lacks: canonical
+            if k.name not in knobs and k.when is not None and knobs.get(k.when[0], k.absent) not in k.when[1]:
+                knobs[names[pos]] = k.entities[0].to_json()
         missing = set(self.knobs) - set(knobs)
         if missing or set(knobs) - set(self.knobs):
             raise InstantiationError(f"config knobs {sorted(knobs)} do not match the space's {sorted(self.knobs)}")
@@ -236,17 +289,22 @@ class ConfigSpace:
         return self.get(index)
 
     def random_index(self, rng: random.Random) -> int:
-        return rng.randrange(len(self))
+        """A uniformly drawn canonical config."""
+        return self.knob2point(self.canonical([rng.randrange(d) for d in self.dims]))
 
     def neighbour(self, index: int, rng: random.Random) -> int:
-        """A config differing in one knob (the random walk step of SA and GA mutation)."""
+        """A config differing in one knob it reads (the random walk step of SA and GA mutation).
+        Changing a condition's knob draws the knobs it newly reads at random."""
         knob = self.point2knob(index)
-        movable = [i for i, d in enumerate(self.dims) if d > 1]
+        unread = set(self._unread(knob))
+        movable = [i for i, d in enumerate(self.dims) if d > 1 and i not in unread]
         if not movable:
             return index
         i = rng.choice(movable)
         knob[i] = rng.choice([v for v in range(self.dims[i]) if v != knob[i]])
-        return self.knob2point(knob)
+        for pos in unread - set(self._unread(knob)):
+            knob[pos] = rng.randrange(self.dims[pos])
+        return self.knob2point(self.canonical(knob))
 
     def knob_vector(self, index: int) -> list[float]:
         """The config as numbers for the cost model: split factors as log2, numeric knobs as
@@ -272,6 +330,7 @@ class ConfigEntity:
 
     def __init__(self, space: ConfigSpace, index: int, values: dict[str, Any]) -> None:
         self.space, self.index, self._values = space, index, values
+        self.target = space.target
 
     def define_split(self, *args: Any, **kwargs: Any) -> None: pass
     def define_knob(self, *args: Any, **kwargs: Any) -> None: pass

@@ -169,7 +169,7 @@ class Task:
         self.dtype = dtype
         self.target = target
         self.workload_key = workload_key(tmpl.name, params, dtype)
-        self.config_space = ConfigSpace()
+        self.config_space = ConfigSpace(target)
         args = self._collect()
         self.num_inputs = sum(isinstance(t.op, PlaceholderOp) for t in args)
         self.arg_specs = [(t.shape, t.dtype) for t in args]

@@ -31,7 +31,7 @@ class GATuner(Tuner):
         for i, d in enumerate(self.space.dims):
             if d > 1 and self.rng.random() < self.mutation_prob:
                 child[i] = self.rng.randrange(d)
-        return self.space.knob2point(child)
+        return self.space.knob2point(self.space.canonical(child))
 
     def next_batch(self, n: int) -> list[int]:
         parents = self._parents()

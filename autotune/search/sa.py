@@ -20,9 +20,8 @@ def anneal(space: ConfigSpace, score: Callable[[Sequence[int]], np.ndarray], kee
            exclude: set[int], starts: Sequence[int] = (), chains: int = 64, steps: int = 80,
            temperature: tuple[float, float] = (1.0, 0.0)) -> list[int]:
     """The `keep` highest-scoring points found (best first), none of them in `exclude`."""
-    size = len(space)
     points = list(starts)[:chains]
-    points += [rng.randrange(size) for _ in range(chains - len(points))]
+    points += [space.random_index(rng) for _ in range(chains - len(points))]
     scores = np.asarray(score(points), dtype=np.float64)
     best: list[tuple[float, int]] = []
     in_best: set[int] = set()

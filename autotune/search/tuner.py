@@ -77,7 +77,7 @@ class Tuner(abc.ABC):
             self.rng.shuffle(rest)
             return self.take(rest, n)
         tries = max_tries or 50 * n
-        return self.take((self.rng.randrange(size) for _ in range(tries)), n)
+        return self.take((self.space.random_index(self.rng) for _ in range(tries)), n)
 
 
 @dataclass

@@ -103,12 +103,11 @@ class XGBTuner(Tuner):
 
     def _sample(self, k: int) -> list[int]:
         """k random unvisited indices, not yet marked visited (a pool to rank)."""
-        size = len(self.space)
         seen: set[int] = set()
         for _ in range(20 * k):
             if len(seen) == k:
                 break
-            i = self.rng.randrange(size)
+            i = self.space.random_index(self.rng)
             if i not in self.visited:
                 seen.add(i)
         return sorted(seen)
