@@ -212,8 +212,8 @@ class NestBuilder:
         body = inner
         for pos in reversed(range(len(leaves))):
             iv = leaves[pos]
-            body = self._guarded(body, [g for g in guards if depth[id(g)] == pos])
             body = self._with_attached([a for a in attached if a.attach_ivar is iv], body)
+            body = self._guarded(body, [g for g in guards if depth[id(g)] == pos])
             attr = st.attr_of(iv)
             thread = attr.thread.thread_tag if attr.thread is not None else None
             body = For(loop_vars[pos], ext[iv], _KINDS[attr.kind], body, thread)
