@@ -19,10 +19,11 @@ import numpy as np
 
 from ..dtype import dtype_info, is_float
 from ..errors import ArgumentError, BuildError, InstantiationError, ScheduleError
+from ..ir.bounds import const_bound
 from ..ir.lower import lower
 from ..ir.nodes import PrimFunc
 from ..target import Target
-from ..te.expr import Binary, Call, Reduce
+from ..te.expr import Binary, Call, Reduce, TensorLoad
 from ..te.tensor import ComputeOp, ExternOp, PlaceholderOp, Tensor, post_order
 from ..te.traversal import walk
 from .schedule import Schedule
@@ -77,37 +78,56 @@ def template(name: str, reference: Callable[..., Any], target: str = "llvm",
 
 
 def count_flop(outputs: list[Tensor]) -> float:
-    """Float operations of a computation: per element, its float arithmetic and reduce combines
-    (an extern op counts the flop it declares)."""
-    seen: set[int] = set()
+    """Float operations of a computation: per element the outputs need, its float arithmetic and
+    reduce combines (an extern op counts the flop it declares). A stage computed past what its
+    readers use (a product padded to whole vector panels) counts only the part they read."""
     total = 0.0
-
-    def visit(op: Any) -> None:
-        nonlocal total
-        if id(op) in seen or isinstance(op, PlaceholderOp):
-            return
-        seen.add(id(op))
-        for t in op.input_tensors:
-            visit(t.op)
+    ops = post_order(t.op for t in outputs)
+    needed = _needed_regions(ops)
+    for op in ops:
         if isinstance(op, ExternOp):
             total += op.flop
-            return
-        ops = 0
+        elif isinstance(op, ComputeOp):
+            ops_per_point = 0
 
-        def count(n: Any) -> None:
-            nonlocal ops
-            if isinstance(n, (Binary, Call)) and is_float(n.dtype):
-                ops += 1
-            if isinstance(n, Reduce) and is_float(n.dtype):
-                ops += 1
+            def count(n: Any) -> None:
+                nonlocal ops_per_point
+                if isinstance(n, (Binary, Call, Reduce)) and is_float(n.dtype):
+                    ops_per_point += 1
 
-        walk(op.body, count)
-        points = math.prod(op.shape) * math.prod(iv.extent for iv in op.reduce_axis)
-        total += ops * points
-
-    for t in outputs:
-        visit(t.op)
+            walk(op.body, count)
+            points = math.prod(hi - lo + 1 for lo, hi in needed[id(op)])
+            total += ops_per_point * points * math.prod(iv.extent for iv in op.reduce_axis)
     return total
+
+
+def _needed_regions(ops: list[Any]) -> dict[int, list[tuple[int, int]]]:
+    """Per compute op, the [lo, hi] per dimension its readers load (consumers first; an output,
+    an extern op's input or an index without a constant bound needs the whole dimension)."""
+    whole = {id(op): [(iv.dom_min, iv.dom_min + iv.extent - 1) for iv in op.axis]
+             for op in ops if isinstance(op, ComputeOp)}
+    readers = {id(t.op) for op in ops for t in op.input_tensors}
+    needed: dict[int, list[tuple[int, int]]] = {i: r for i, r in whole.items() if i not in readers}
+    for op in ops:
+        if isinstance(op, ExternOp):
+            needed.update({id(t.op): whole[id(t.op)] for t in op.input_tensors if id(t.op) in whole})
+    for op in reversed(ops):
+        if not isinstance(op, ComputeOp):
+            continue
+        ranges = {iv.var: r for iv, r in zip(op.axis, needed.get(id(op), whole[id(op)]))}
+        ranges.update({iv.var: (iv.dom_min, iv.dom_min + iv.extent - 1) for iv in op.reduce_axis})
+
+        def read(n: Any, ranges: dict = ranges) -> None:
+            if isinstance(n, TensorLoad) and id(n.tensor.op) in whole:
+                full = whole[id(n.tensor.op)]
+                got = [const_bound(i, ranges) or f for i, f in zip(n.indices, full)]
+                got = [(max(lo, f[0]), min(hi, f[1])) for (lo, hi), f in zip(got, full)]
+                cur = needed.get(id(n.tensor.op))
+                needed[id(n.tensor.op)] = got if cur is None else [
+                    (min(a[0], b[0]), max(a[1], b[1])) for a, b in zip(cur, got)]
+
+        walk(op.body, read)
+    return {i: needed.get(i, whole[i]) for i in whole}
 
 
 def longest_reduction(args: list[Tensor]) -> int:
