@@ -6,11 +6,25 @@ promotion) by compute_at, k split and unrolled, the panel columns vectorized, ti
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from ... import te
+from ...dtype import dtype_info
 from ...schedules.schedule import Schedule
 from ..task import template
+from .rules import (
+    accumulators,
+    ascending_first,
+    closest,
+    cpu_facts,
+    enough_chunks,
+    first,
+    lanes,
+    largest_fitting,
+    worth_threads,
+)
 
 
 def matmul(M: int, N: int, K: int, dtype: str = "float32", name: str = "C") -> tuple[te.Tensor, te.Tensor, te.Tensor]:
@@ -70,6 +84,73 @@ def _packed_b(B: te.Tensor, N: int, K: int, bn: int, dtype: str, transposed: boo
     return te.compute((-(-N // bn), K, bn), elem, name="packedB")
 
 
+COLUMNS = (8, 16, 24, 32, 48, 64, 96, 128)     # tile_x: columns of a register tile (and of a B panel)
+ROWS = (1, 2, 4, 6, 8)                          # register-tile rows
+BLOCKS = (1, 2, 4, 8, 16)                       # register tiles per row block (they share a B panel)
+UNROLL_K = (1, 2, 4, 8, 16)
+FMAS_PER_STEP = 64        # vector multiply-adds of one unrolled k step: enough to hide the loop's own cost
+
+
+def define_matmul_knobs(cfg, M: int, N: int, K: int, dtype: str) -> None:
+    """The knobs of `_matmul_body`, each with its rule's value first (the default config):
+
+    tile_x = 2 x lanes (two vectors per row of the register tile); tile_y = [-1, blocks, rows]
+    with rows the most that keep rows x tile_x/lanes accumulators within 3/4 of the vector
+    registers (and rows <= M), and blocks the most register tiles whose A rows (blocks x rows x K)
+    fit in half of L2, leave >= 4 chunks per core to the parallel tile loop and stay within M;
+    tile_k = the unroll giving ~64 multiply-adds per unrolled step; B packed when M >= lanes
+    (each packed element then feeds a vector of rows); threads when the product has >= 2^15
+    multiply-adds and the target more than one core. Other values ascending (strings in a fixed order).
+    """
+    width = lanes(cfg, dtype)
+    nbytes = dtype_info(dtype).bytes
+    bn = closest(2 * width, COLUMNS)
+    vectors = max(1, bn // width)
+    rows = largest_fitting(ROWS, lambda r: r * vectors <= accumulators(cfg) and r <= M)
+    blocks = largest_fitting(BLOCKS, lambda m: m * rows * K * nbytes <= cpu_facts(cfg).l2_bytes // 2
+                             and m * rows <= M and enough_chunks(cfg, -(-M // (m * rows)) * -(-N // bn)))
+    unroll = closest(FMAS_PER_STEP / (rows * vectors), UNROLL_K)
+    cfg.define_knob("pack_b", first(int(width <= M), [0, 1]))
+    cfg.define_split("tile_x", N, 2, policy="candidate", candidate=[[-1, v] for v in ascending_first(bn, COLUMNS)])
+    tiles = first([blocks, rows], [[m, r] for r in ROWS for m in BLOCKS])
+    cfg.define_split("tile_y", M, 3, policy="candidate", candidate=[[-1, *t] for t in tiles])
+    cfg.define_split("tile_k", K, 2, policy="candidate", candidate=[[-1, f] for f in ascending_first(unroll, UNROLL_K)])
+    cfg.define_knob("unroll_rows", [1, 0])
+    cfg.define_knob("parallel", first("fused" if worth_threads(cfg, M * N * K) else "none", ["fused", "outer", "none"]))
+
+
+class _Product(NamedTuple):
+    A: te.Tensor
+    B: te.Tensor
+    C: te.Tensor                  # the product (the register tiles)
+    out: te.Tensor                # what the kernel writes
+    packed: te.Tensor | None      # B in panels
+    view: te.Tensor | None        # C's first N columns, inlined into the epilogue
+
+
+def _product(cfg, M: int, N: int, K: int, dtype: str, transposed: bool, epilogue) -> _Product:
+    """The computation of one config: C = A @ B (or A @ W.T) and the output read from it.
+
+    With B packed, C spans whole panels (its padding columns are zeros), so the register tile at
+    a column tail is as vectorized as the others; `out` reads C's first N columns through an
+    inlined view, so only the store to the output is guarded."""
+    bn = cfg["tile_x"].size[-1]
+    A = te.placeholder((M, K), dtype, name="A")
+    B = te.placeholder((N, K) if transposed else (K, N), dtype, name="W" if transposed else "B")
+    k = te.reduce_axis((0, K), name="k")
+    if not cfg["pack_b"].val:
+        C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * (B[j, k] if transposed else B[k, j]), axis=k),
+                       name="C")
+        return _Product(A, B, C, C if epilogue is None else epilogue(C), None, None)
+    packed = _packed_b(B, N, K, bn, dtype, transposed)
+    C = te.compute((M, packed.shape[0] * bn), lambda i, j: te.sum(A[i, k] * packed[j // bn, k, j % bn], axis=k),
+                   name="C")
+    view = te.compute((M, N), lambda i, j: C[i, j], name="Y" if epilogue is None else "Cview")
+    if epilogue is None:
+        return _Product(A, B, C, view, packed, None)
+    return _Product(A, B, C, epilogue(view), packed, view)
+
+
 def _matmul_body(cfg, M: int, N: int, K: int, dtype: str, transposed: bool = False, epilogue=None,
                  extra_inputs=()):
     """Shared by matmul and dense: the packed/unpacked product with a tiled, tunable schedule.
@@ -77,27 +158,12 @@ def _matmul_body(cfg, M: int, N: int, K: int, dtype: str, transposed: bool = Fal
     `epilogue(C)` returns the output computed from C elementwise (bias, activation): C is then
     computed into a local tile at the output's block and never written to memory.
     """
-    cfg.define_knob("pack_b", [1, 0])
-    cfg.define_split("tile_x", N, 2, policy="candidate", candidate=[[-1, v] for v in (32, 16, 64, 8, 48, 24, 96, 128)])
-    cfg.define_split("tile_y", M, 3, policy="candidate",
-                     candidate=[[-1, m, r] for r in (8, 4, 6, 2, 1) for m in (4, 1, 2, 8, 16)])
-    cfg.define_split("tile_k", K, 2, policy="candidate", candidate=[[-1, f] for f in (4, 1, 2, 8, 16)])
-    cfg.define_knob("unroll_rows", [1, 0])
-    cfg.define_knob("parallel", ["fused", "outer", "none"])
-    bn = cfg["tile_x"].size[-1]
-    A = te.placeholder((M, K), dtype, name="A")
-    B = te.placeholder((N, K) if transposed else (K, N), dtype, name="W" if transposed else "B")
-    k = te.reduce_axis((0, K), name="k")
-    if cfg["pack_b"].val:
-        packed = _packed_b(B, N, K, bn, dtype, transposed)
-        C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * packed[j // bn, k, j % bn], axis=k), name="C")
-    else:
-        packed = None
-        C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * (B[j, k] if transposed else B[k, j]), axis=k),
-                       name="C")
-    out = C if epilogue is None else epilogue(C)
+    define_matmul_knobs(cfg, M, N, K, dtype)
+    A, B, C, out, packed, view = _product(cfg, M, N, K, dtype, transposed, epilogue)
     s = te.create_schedule(out.op)
-    CC = s.cache_write(C, "local") if epilogue is None else C
+    if view is not None:
+        s[view].compute_inline()
+    CC = s.cache_write(C, "local") if out is C else C
     i, j = out.op.axis
     io, im, ir = cfg["tile_y"].apply(s, out, i)
     jo, ji = cfg["tile_x"].apply(s, out, j)
@@ -109,17 +175,36 @@ def _matmul_body(cfg, M: int, N: int, K: int, dtype: str, transposed: bool = Fal
     s[CC].unroll(ki)
     if cfg["unroll_rows"].val:
         s[CC].unroll(ci)
-    s[CC].vectorize(cj)
-    s[out].vectorize(ji)
+    width = lanes(cfg, dtype)
+    vectorize_by(s[CC], cj, width)
+    vectorize_by(s[out], ji, width)
     if cfg["parallel"].val == "fused":
         s[out].parallel(s[out].fuse(io, jo))
     elif cfg["parallel"].val == "outer":
         s[out].parallel(io)
     if packed is not None:
-        x, _, z = s[packed].op.axis
-        s[packed].vectorize(z)
-        s[packed].parallel(x)
+        _schedule_packing(s[packed], transposed, width)
     return s, [A, B, *extra_inputs, out]
+
+
+def _schedule_packing(stage, transposed: bool, width: int) -> None:
+    """Copy B into panels in the order B is laid out: row by row of B (k outer, in parallel) reads
+    it contiguously (twice the speed of panel by panel); W of dense (N x K) is read panel by panel."""
+    x, y, z = stage.op.axis
+    if not transposed:
+        stage.reorder(y, x, z)
+    stage.parallel(x if transposed else y)
+    vectorize_by(stage, z, width)
+
+
+def vectorize_by(stage, axis, width: int) -> None:
+    """Vectorize `axis` as unrolled vectors of `width` lanes when it is a multiple of them: LLVM
+    scalarizes a vector of a length that is not a power of two (a 48-wide tile ran 10x slower)."""
+    if axis.extent > width and axis.extent % width == 0:
+        axis, inner = stage.split(axis, width)
+        stage.unroll(axis)
+        axis = inner
+    stage.vectorize(axis)
 
 
 @template("matmul", reference=lambda a, b, **_: a @ b, description="C = A @ B, A: M x K, B: K x N")

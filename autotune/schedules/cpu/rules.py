@@ -45,3 +45,43 @@ def largest_fitting(options: Sequence[int], fits: Any) -> int:
 def split_first(inner: int, extent: int, others: Sequence[int]) -> list[list[int]]:
     """Two-way split candidates [-1, f] with the rule's inner factor first (shrunk to the extent)."""
     return [[-1, f] for f in first(min(inner, extent), [min(o, extent) for o in others])]
+
+
+# -- shared rules (each template's docstring says which it uses) -------------------------------
+CHUNKS_PER_CORE = 4           # parallel iterations per core: enough for the dynamic schedule to balance
+PARALLEL_MIN_ELEMENTS = 1 << 15   # below, one core finishes the loop in about the time waking the others takes
+
+
+def vector_registers(cfg: Any) -> int:
+    """Architectural vector registers: 32 with 64-byte vectors (AVX-512's zmm0-31), else 16
+    (AVX2/SSE's ymm/xmm0-15)."""
+    return 32 if cpu_facts(cfg).vector_bytes >= 64 else 16
+
+
+def accumulators(cfg: Any) -> int:
+    """Vector accumulators a register tile may hold: three quarters of the registers, the rest
+    left for the operands (a row of B, a broadcast A value) so nothing spills."""
+    return vector_registers(cfg) * 3 // 4
+
+
+def vector_tile(cfg: Any, dtype: str, extent: int) -> int:
+    """The vector tile of a contiguous axis: 4x, 2x or 1x the lanes, the widest that the extent
+    holds four times (so the tail is at most a fifth of the axis); the lanes when none does."""
+    width = lanes(cfg, dtype)
+    return next((m * width for m in (4, 2) if 4 * m * width <= extent), width)
+
+
+def enough_chunks(cfg: Any, iterations: int) -> bool:
+    """Whether a parallel loop of `iterations` gives every core CHUNKS_PER_CORE of them."""
+    return iterations >= CHUNKS_PER_CORE * cpu_facts(cfg).cores
+
+
+def worth_threads(cfg: Any, work: int) -> bool:
+    """Whether a loop nest of `work` element operations (outputs, or multiply-adds of a product)
+    should run in parallel: more than one core and at least PARALLEL_MIN_ELEMENTS of them."""
+    return cpu_facts(cfg).cores > 1 and work >= PARALLEL_MIN_ELEMENTS
+
+
+def ascending_first(chosen: Any, values: Sequence[Any]) -> list[Any]:
+    """`chosen` then the other values in ascending order (the rule-free order of numeric knobs)."""
+    return first(chosen, sorted(values))
