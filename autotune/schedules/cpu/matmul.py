@@ -1,8 +1,9 @@
 """Matmul on the CPU: the compute definitions and the classic hand schedule.
 
-The hand schedule is TVM's GEMM recipe: B packed into column panels so the innermost loop reads
-it contiguously, C tiled, each tile accumulated in a small local buffer (registers after LLVM's
-promotion) by compute_at, k split and unrolled, the panel columns vectorized, tiles in parallel.
+The template and the hand schedule follow TVM's GEMM recipe: B packed into column panels so the
+innermost loop reads it contiguously, C tiled, each tile accumulated in a small local buffer
+(registers after LLVM's promotion) by compute_at, k split and unrolled, the panel columns
+vectorized, tiles in parallel.
 """
 from __future__ import annotations
 
@@ -209,7 +210,13 @@ def vectorize_by(stage, axis, width: int) -> None:
 
 @template("matmul", reference=lambda a, b, **_: a @ b, description="C = A @ B, A: M x K, B: K x N")
 def matmul_template(cfg, M: int, N: int, K: int, dtype: str = "float32"):
-    """C = A @ B with packed B, register-blocked local accumulation, k unrolling and threads."""
+    """C = A @ B with packed B, register-blocked local accumulation, k unrolling and threads.
+
+    Default (`define_matmul_knobs`): tile_x = 2 x lanes; rows = the most whose accumulators fit
+    3/4 of the vector registers; blocks = the most tiles whose A rows fit half of L2 with >= 4
+    parallel chunks per core; k unrolled to ~64 multiply-adds a step; B packed when M >= lanes;
+    threads when the product has >= 2^15 multiply-adds and the target more than one core.
+    """
     return _matmul_body(cfg, M, N, K, dtype)
 
 
@@ -219,7 +226,13 @@ def _dense_reference(x, w, bias, **_):
 
 @template("dense", reference=_dense_reference, description="relu(X @ W.T + bias), X: M x K, W: N x K (fused epilogue)")
 def dense_template(cfg, M: int, N: int, K: int, dtype: str = "float32"):
-    """relu(X @ W.T + bias) in one kernel: the epilogue runs on the register tile."""
+    """relu(X @ W.T + bias) in one kernel: the epilogue runs on the register tile.
+
+    Default (`define_matmul_knobs`): tile_x = 2 x lanes; rows = the most whose accumulators fit
+    3/4 of the vector registers; blocks = the most tiles whose A rows fit half of L2 with >= 4
+    parallel chunks per core; k unrolled to ~64 multiply-adds a step; B packed when M >= lanes;
+    threads when the product has >= 2^15 multiply-adds and the target more than one core.
+    """
     bias = te.placeholder((N,), dtype, name="bias")
 
     def epilogue(C):
