@@ -4,16 +4,28 @@ from __future__ import annotations
 import numpy as np
 
 from ... import te
+from ..generic import vectorize_by
 from ..task import template
+from .rules import ascending_first, lanes, register_tile
+
+COLUMNS = (8, 16, 32, 48, 64)
+ROWS = (1, 2, 4, 6, 8)
+UNROLL_K = (1, 2, 4, 8)
 
 
 @template("batch_matmul", reference=lambda a, b, **_: np.matmul(a, b),
           description="C[b] = A[b] @ B[b], A: batch x M x K, B: batch x K x N")
 def batch_matmul_template(cfg, batch: int, M: int, N: int, K: int, dtype: str = "float32"):
-    """Per batch a register-blocked tile with local accumulation; batches and row blocks in parallel."""
-    cfg.define_split("tile_x", N, 2, policy="candidate", candidate=[[-1, v] for v in (32, 16, 64, 8, 48)])
-    cfg.define_split("tile_y", M, 2, policy="candidate", candidate=[[-1, r] for r in (4, 8, 2, 6, 1)])
-    cfg.define_split("tile_k", K, 2, policy="candidate", candidate=[[-1, f] for f in (4, 1, 2, 8)])
+    """Per batch a register-blocked tile with local accumulation; batches and row blocks in parallel.
+
+    Default: matmul's register tile rule (`register_tile`): tile_x = 2 x lanes, tile_y = the most
+    rows whose accumulators fit in 3/4 of the vector registers, k unrolled to ~64 multiply-adds a
+    step; the row loop unrolled (the tile's accumulators are registers). Other values ascending.
+    """
+    bn, rows, unroll = register_tile(cfg, dtype, M, COLUMNS, ROWS, UNROLL_K)
+    cfg.define_split("tile_x", N, 2, policy="candidate", candidate=[[-1, v] for v in ascending_first(bn, COLUMNS)])
+    cfg.define_split("tile_y", M, 2, policy="candidate", candidate=[[-1, r] for r in ascending_first(rows, ROWS)])
+    cfg.define_split("tile_k", K, 2, policy="candidate", candidate=[[-1, f] for f in ascending_first(unroll, UNROLL_K)])
     cfg.define_knob("unroll_rows", [1, 0])
     A = te.placeholder((batch, M, K), dtype, name="A")
     B = te.placeholder((batch, K, N), dtype, name="B")
@@ -32,7 +44,7 @@ def batch_matmul_template(cfg, batch: int, M: int, N: int, K: int, dtype: str = 
     s[CC].unroll(ki)
     if cfg["unroll_rows"].val:
         s[CC].unroll(ci)
-    s[CC].vectorize(cj)
-    s[C].vectorize(ji)
+    vectorize_by(s[CC], cj, cfg["tile_x"].size[-1], lanes(cfg, dtype))
+    vectorize_by(s[C], ji, cfg["tile_x"].size[-1], lanes(cfg, dtype))
     s[C].parallel(s[C].fuse(b, io))
     return s, [A, B, C]

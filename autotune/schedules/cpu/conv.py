@@ -12,10 +12,18 @@ from typing import Any
 import numpy as np
 
 from ... import te
+from ...dtype import dtype_info
 from ...topi import conv as topi_conv, elementwise as topi_elementwise
 from ..task import template
 from .conv2d import define_nchw_knobs, nchw_geometry, schedule_nchw
 from .matmul import _matmul_body
+from .rules import ascending_first, cpu_facts, enough_chunks, first, largest_fitting, register_tile
+
+RC_TILES = (1, 4, 8, 16, 32)          # input channels per block of the reduction
+CONV1D_F = (1, 2, 4, 8, 16)           # conv1d: filters per register tile (its rows)
+CONV1D_X = (4, 8, 16, 32, 64)         # conv1d: output positions per register tile (its vector columns)
+NHWC_F = (1, 4, 8, 16, 32, 64)        # conv2d_nhwc: filters per register tile (its vector columns)
+NHWC_X = (1, 2, 4, 6, 8, 14)          # conv2d_nhwc: output columns per register tile (its rows)
 
 
 def _annotate_reduction(cfg: Any, s: Any, CC: te.Tensor, spatial: list, rc: Any, kernel: list) -> None:
@@ -31,12 +39,25 @@ def _annotate_reduction(cfg: Any, s: Any, CC: te.Tensor, spatial: list, rc: Any,
     s[CC].vectorize(spatial[-1])
 
 
-def _reduction_knobs(cfg: Any, Cg: int) -> None:
-    cfg.define_split("tile_rc", Cg, 2, policy="candidate", candidate=[[-1, v] for v in (8, 1, 4, 16, 32)])
+def _reduction_knobs(cfg: Any, Cg: int, tile_weights: int, kernel_w: int, padded: bool, outer_chunks: int,
+                     dtype: str) -> None:
+    """The knobs of the channel reduction, each with its rule's value first:
+
+    tile_rc = the most input channels (of 1, 4, 8, 16, 32) whose weights for one output tile
+    (`tile_weights` per channel) fit in a quarter of L1; reduce_order rc_outer (every kernel tap
+    of a channel block while its inputs are in cache); the innermost kernel axis unrolled when it
+    has <= 8 taps (the only case the schedule unrolls); the padding computed at root when there is
+    any (a copy of the input, 1/(filters x taps) of the conv's multiply-adds, and no bounds
+    selects in the inner loops); the tile loop fused into the parallel loop unless the outer
+    loops alone give >= 4 chunks per core (`outer_chunks`). Other values ascending.
+    """
+    nbytes = dtype_info(dtype).bytes
+    rc = largest_fitting(RC_TILES, lambda c: c * tile_weights * nbytes <= cpu_facts(cfg).l1d_bytes // 4)
+    cfg.define_split("tile_rc", Cg, 2, policy="candidate", candidate=[[-1, v] for v in ascending_first(rc, RC_TILES)])
     cfg.define_knob("reduce_order", ["rc_outer", "kernel_outer"])
-    cfg.define_knob("unroll_kernel", [1, 0])
-    cfg.define_knob("pad", ["inline", "root"])
-    cfg.define_knob("parallel", ["fused", "outer"])
+    cfg.define_knob("unroll_kernel", first(int(kernel_w <= 8), [0, 1]))
+    cfg.define_knob("pad", first("root" if padded else "inline", ["inline", "root"]))
+    cfg.define_knob("parallel", first("outer" if enough_chunks(cfg, outer_chunks) else "fused", ["fused", "outer"]))
 
 
 def _place_pad(cfg: Any, s: Any, P: te.Tensor, padded: bool) -> None:
@@ -57,13 +78,20 @@ def _conv1d_reference(x, w, stride, padding, dilation, groups, **_):
           description="NCW conv1d with stride, padding, dilation and groups: X N x C x L, W F x C/groups x K")
 def conv1d_template(cfg, N: int, C: int, L: int, F: int, K: int, stride: Any, padding: Any, dilation: Any,
                     groups: int, dtype: str = "float32"):
-    """Output tiles (filters x vectorized positions) accumulated locally; channels split."""
+    """Output tiles (filters x vectorized positions) accumulated locally; channels split.
+
+    Default: matmul's register tile rule (`register_tile`) with positions as columns and filters
+    as rows: tile_x = 2 x lanes, tile_f = the most filters whose accumulators fit in 3/4 of the
+    vector registers; then the channel rules of `_reduction_knobs`. Other values ascending.
+    """
     if N < 1:
         raise ValueError(f"conv1d: batch N must be >= 1, got {N}")
     g = topi_conv.conv_geometry("conv1d", C, F, (L,), (K,), stride, padding, dilation, groups)
-    cfg.define_split("tile_f", F, 2, policy="candidate", candidate=[[-1, v] for v in (4, 8, 2, 1, 16)])
-    cfg.define_split("tile_x", g.out[0], 2, policy="candidate", candidate=[[-1, v] for v in (16, 32, 8, 64, 4)])
-    _reduction_knobs(cfg, C // groups)
+    tx, tf, _ = register_tile(cfg, dtype, F, CONV1D_X, CONV1D_F, (1,))
+    cfg.define_split("tile_f", F, 2, policy="candidate", candidate=[[-1, v] for v in ascending_first(tf, CONV1D_F)])
+    cfg.define_split("tile_x", g.out[0], 2, policy="candidate",
+                     candidate=[[-1, v] for v in ascending_first(tx, CONV1D_X)])
+    _reduction_knobs(cfg, C // groups, tf * K, K, g.has_padding, N * -(-F // tf), dtype)
     X = te.placeholder((N, C, L), dtype, name="X")
     Wt = te.placeholder((F, C // groups, K), dtype, name="W")
     P, Y = topi_conv.conv1d_ncw(X, Wt, stride, padding, dilation, groups)
@@ -99,13 +127,20 @@ def _nhwc_reference(x, w, stride, padding, dilation, groups, **_):
 def conv2d_nhwc_template(cfg, N: int, H: int, W: int, C: int, F: int, KH: int, KW: int, stride: Any,
                          padding: Any, dilation: Any, groups: int, dtype: str = "float32"):
     """Output tiles of rows x columns x vectorized filters (contiguous in W and Y) accumulated
-    locally: per input channel one broadcast input value times a vector of filters."""
+    locally: per input channel one broadcast input value times a vector of filters.
+
+    Default: matmul's register tile rule (`register_tile`) with filters as columns and output
+    columns as rows: tile_f = 2 x lanes, tile_x = the most columns whose accumulators fit in 3/4
+    of the vector registers, tile_y = 1 (the register budget goes to the contiguous row); then the
+    channel rules of `_reduction_knobs`. Other values ascending.
+    """
     g = nchw_geometry("conv2d_nhwc", N, C, H, W, F, KH, KW, stride, padding, dilation, groups)
     OH, OW = g.out
-    cfg.define_split("tile_f", F, 2, policy="candidate", candidate=[[-1, v] for v in (16, 32, 8, 64, 4, 1)])
+    tf, tx, _ = register_tile(cfg, dtype, OW, NHWC_F, NHWC_X, (1,))
+    cfg.define_split("tile_f", F, 2, policy="candidate", candidate=[[-1, v] for v in ascending_first(tf, NHWC_F)])
     cfg.define_split("tile_y", OH, 2, policy="candidate", candidate=[[-1, v] for v in (1, 2, 4)])
-    cfg.define_split("tile_x", OW, 2, policy="candidate", candidate=[[-1, v] for v in (4, 8, 2, 6, 14, 1)])
-    _reduction_knobs(cfg, C // groups)
+    cfg.define_split("tile_x", OW, 2, policy="candidate", candidate=[[-1, v] for v in ascending_first(tx, NHWC_X)])
+    _reduction_knobs(cfg, C // groups, tf * KH * KW, KW, g.has_padding, N * OH, dtype)
     X = te.placeholder((N, H, W, C), dtype, name="X")
     Wt = te.placeholder((KH, KW, C // groups, F), dtype, name="W")
     P, Y = topi_conv.conv2d_nhwc(X, Wt, stride, padding, dilation, groups)

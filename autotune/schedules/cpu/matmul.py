@@ -14,16 +14,16 @@ import numpy as np
 from ... import te
 from ...dtype import dtype_info
 from ...schedules.schedule import Schedule
+from ..generic import vectorize_by
 from ..task import template
 from .rules import (
-    accumulators,
     ascending_first,
-    closest,
     cpu_facts,
     enough_chunks,
     first,
     lanes,
     largest_fitting,
+    register_tile,
     worth_threads,
 )
 
@@ -89,7 +89,6 @@ COLUMNS = (8, 16, 24, 32, 48, 64, 96, 128)     # tile_x: columns of a register t
 ROWS = (1, 2, 4, 6, 8)                          # register-tile rows
 BLOCKS = (1, 2, 4, 8, 16)                       # register tiles per row block (they share a B panel)
 UNROLL_K = (1, 2, 4, 8, 16)
-FMAS_PER_STEP = 64        # vector multiply-adds of one unrolled k step: enough to hide the loop's own cost
 
 
 def define_matmul_knobs(cfg, M: int, N: int, K: int, dtype: str) -> None:
@@ -104,13 +103,9 @@ def define_matmul_knobs(cfg, M: int, N: int, K: int, dtype: str) -> None:
     multiply-adds and the target more than one core. Other values ascending (strings in a fixed order).
     """
     width = lanes(cfg, dtype)
-    nbytes = dtype_info(dtype).bytes
-    bn = closest(2 * width, COLUMNS)
-    vectors = max(1, bn // width)
-    rows = largest_fitting(ROWS, lambda r: r * vectors <= accumulators(cfg) and r <= M)
-    blocks = largest_fitting(BLOCKS, lambda m: m * rows * K * nbytes <= cpu_facts(cfg).l2_bytes // 2
+    bn, rows, unroll = register_tile(cfg, dtype, M, COLUMNS, ROWS, UNROLL_K)
+    blocks = largest_fitting(BLOCKS, lambda m: m * rows * K * dtype_info(dtype).bytes <= cpu_facts(cfg).l2_bytes // 2
                              and m * rows <= M and enough_chunks(cfg, -(-M // (m * rows)) * -(-N // bn)))
-    unroll = closest(FMAS_PER_STEP / (rows * vectors), UNROLL_K)
     cfg.define_knob("pack_b", first(int(width <= M), [0, 1]))
     cfg.define_split("tile_x", N, 2, policy="candidate", candidate=[[-1, v] for v in ascending_first(bn, COLUMNS)])
     tiles = first([blocks, rows], [[m, r] for r in ROWS for m in BLOCKS])
@@ -176,36 +171,26 @@ def _matmul_body(cfg, M: int, N: int, K: int, dtype: str, transposed: bool = Fal
     s[CC].unroll(ki)
     if cfg["unroll_rows"].val:
         s[CC].unroll(ci)
-    width = lanes(cfg, dtype)
-    vectorize_by(s[CC], cj, width)
-    vectorize_by(s[out], ji, width)
+    bn, width = cfg["tile_x"].size[-1], lanes(cfg, dtype)
+    vectorize_by(s[CC], cj, bn, width)
+    vectorize_by(s[out], ji, bn, width)
     if cfg["parallel"].val == "fused":
         s[out].parallel(s[out].fuse(io, jo))
     elif cfg["parallel"].val == "outer":
         s[out].parallel(io)
     if packed is not None:
-        _schedule_packing(s[packed], transposed, width)
+        _schedule_packing(s[packed], transposed, bn, width)
     return s, [A, B, *extra_inputs, out]
 
 
-def _schedule_packing(stage, transposed: bool, width: int) -> None:
+def _schedule_packing(stage, transposed: bool, bn: int, width: int) -> None:
     """Copy B into panels in the order B is laid out: row by row of B (k outer, in parallel) reads
     it contiguously (twice the speed of panel by panel); W of dense (N x K) is read panel by panel."""
     x, y, z = stage.op.axis
     if not transposed:
         stage.reorder(y, x, z)
     stage.parallel(x if transposed else y)
-    vectorize_by(stage, z, width)
-
-
-def vectorize_by(stage, axis, width: int) -> None:
-    """Vectorize `axis` as unrolled vectors of `width` lanes when it is a multiple of them: LLVM
-    scalarizes a vector of a length that is not a power of two (a 48-wide tile ran 10x slower)."""
-    if axis.extent > width and axis.extent % width == 0:
-        axis, inner = stage.split(axis, width)
-        stage.unroll(axis)
-        axis = inner
-    stage.vectorize(axis)
+    vectorize_by(stage, z, bn, width)
 
 
 @template("matmul", reference=lambda a, b, **_: a @ b, description="C = A @ B, A: M x K, B: K x N")

@@ -49,6 +49,7 @@ def split_first(inner: int, extent: int, others: Sequence[int]) -> list[list[int
 
 # -- shared rules (each template's docstring says which it uses) -------------------------------
 CHUNKS_PER_CORE = 4           # parallel iterations per core: enough for the dynamic schedule to balance
+FMAS_PER_STEP = 64        # vector multiply-adds of one unrolled k step: enough to hide the loop's own cost
 PARALLEL_MIN_ELEMENTS = 1 << 15   # below, one core finishes the loop in about the time waking the others takes
 
 
@@ -85,3 +86,15 @@ def worth_threads(cfg: Any, work: int) -> bool:
 def ascending_first(chosen: Any, values: Sequence[Any]) -> list[Any]:
     """`chosen` then the other values in ascending order (the rule-free order of numeric knobs)."""
     return first(chosen, sorted(values))
+
+
+def register_tile(cfg: Any, dtype: str, M: int, columns: Sequence[int], rows: Sequence[int],
+                  unrolls: Sequence[int]) -> tuple[int, int, int]:
+    """(columns, rows, k unroll) of the register tile by rule: two vectors of columns, the most
+    rows (<= M) whose accumulators fit in 3/4 of the vector registers, and k unrolled so that a
+    step issues about FMAS_PER_STEP vector multiply-adds."""
+    width = lanes(cfg, dtype)
+    bn = closest(2 * width, columns)
+    vectors = max(1, bn // width)
+    r = largest_fitting(rows, lambda x: x * vectors <= accumulators(cfg) and x <= M)
+    return bn, r, closest(FMAS_PER_STEP / (r * vectors), unrolls)
