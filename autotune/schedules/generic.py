@@ -20,18 +20,21 @@ outputs):
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
 from ..te.expr import IterVar, TensorLoad
 from ..te.tensor import ComputeOp, Tensor
 from ..te.traversal import substitute, transform, walk
+from .cpu.rules import closest, enough_chunks, first, lanes, largest_fitting, vector_tile, worth_threads
 from .schedule import Schedule, Stage, create_schedule
 
-VECTOR_WIDTHS = (16, 8, 32, 64, 4)      # the first is the default config's
+VECTOR_WIDTHS = (4, 8, 16, 32, 64)
 UNROLL = (1, 2, 4)
-CHUNKS = (16, 1, 256)
-COLUMN_VECTORS = (4, 1, 16)             # vectors per block of a column reduction
+CHUNKS = (1, 16, 256)                   # iterations of the fused outer loop per parallel task
+COLUMN_VECTORS = (1, 4, 16)             # vectors per block of a column reduction
+COLUMN_IN_FLIGHT = 4                    # column rule: independent vector adds that cover an add's latency
 
 
 def compute_stages(s: Schedule) -> list[Stage]:
@@ -50,18 +53,31 @@ def inline_injective(s: Schedule) -> None:
 
 
 def _vector_split(cfg: Any, s: Schedule, out: Tensor, axis: IterVar, knob: str, unroll: bool) -> list[IterVar]:
-    """Split `axis` into (outer, [unroll,] vector) by the knob; annotate unroll and vector."""
+    """Split `axis` into (outer, [unroll,] vector) by the knob; annotate unroll and vector.
+
+    Rule: the vector tile of `rules.vector_tile` (4x, 2x or 1x the lanes, as the extent allows),
+    as one vector of the lanes unrolled that many times when the knob has an unroll factor."""
+    tile = vector_tile(cfg, out.dtype, axis.extent)
+    width = closest(lanes(cfg, out.dtype), VECTOR_WIDTHS)
     if unroll:
-        cfg.define_split(knob, axis.extent, 3, policy="candidate",
-                         candidate=[[-1, u, v] for v in VECTOR_WIDTHS for u in UNROLL])
+        pairs = [[u, v] for v in VECTOR_WIDTHS for u in UNROLL]
+        chosen = [closest(tile / width, UNROLL), width]
+        cfg.define_split(knob, axis.extent, 3, policy="candidate", candidate=[[-1, *p] for p in first(chosen, pairs)])
     else:
-        cfg.define_split(knob, axis.extent, 2, policy="candidate", candidate=[[-1, v] for v in VECTOR_WIDTHS])
+        cfg.define_split(knob, axis.extent, 2, policy="candidate",
+                         candidate=[[-1, v] for v in first(closest(tile, VECTOR_WIDTHS), VECTOR_WIDTHS)])
     parts = cfg[knob].apply(s, out, axis)
     st = s[out]
     st.vectorize(parts[-1])
     if unroll and parts[1].extent > 1:
         st.unroll(parts[1])
     return parts
+
+
+def work(s: Schedule) -> int:
+    """Element operations of the schedule's largest stage (its points times its reduce extents):
+    what the parallel rule (`rules.worth_threads`) weighs."""
+    return max(math.prod(st.op.shape) * math.prod(iv.extent for iv in st.op.reduce_axis) for st in compute_stages(s))
 
 
 def vectorize_by(stage: Stage, axis: IterVar, extent: int, width: int) -> None:
@@ -81,14 +97,21 @@ def schedule_injective(cfg: Any, s: Schedule, out: Tensor, prefix: str = "") -> 
     Knobs: `tile_inner` (outer, unroll, vector width of the innermost axis), `fuse_inner`
     (whether the outer part of the innermost axis joins the parallel fused loop), `chunk`
     (iterations of the fused loop per parallel step) and `parallel` (threads or not).
+    Default: the vector tile of `_vector_split`; the inner axis fused only when the outer axes
+    give fewer than 4 chunks per core; chunk the largest leaving >= 4 chunks per core; threads
+    when `rules.worth_threads` says so for the output's size.
     """
     inline_injective(s)
     st = s[out]
     *outer, inner = st.op.axis
+    rows = math.prod(a.extent for a in outer)
+    fuse = not enough_chunks(cfg, rows)
     if outer:
-        cfg.define_knob(f"{prefix}fuse_inner", [1, 0])
-    cfg.define_knob(f"{prefix}chunk", list(CHUNKS))
-    cfg.define_knob(f"{prefix}parallel", [1, 0])
+        cfg.define_knob(f"{prefix}fuse_inner", first(int(fuse), [0, 1]))
+    fused = rows * (-(-inner.extent // vector_tile(cfg, out.dtype, inner.extent)) if fuse or not outer else 1)
+    cfg.define_knob(f"{prefix}chunk", first(largest_fitting(CHUNKS, lambda c: enough_chunks(cfg, -(-fused // c))),
+                                            CHUNKS))
+    cfg.define_knob(f"{prefix}parallel", first(int(worth_threads(cfg, work(s))), [0, 1]))
     jo, _, _ = _vector_split(cfg, s, out, inner, f"{prefix}tile_inner", unroll=True)
     fused_axes = [*outer, jo] if not outer or cfg[f"{prefix}fuse_inner"].val else outer
     g = st.fuse(*fused_axes)
@@ -139,14 +162,15 @@ def schedule_row_reduction(cfg: Any, s: Schedule, out: Tensor, prefix: str = "")
     stage is computed inside it for that row only (its buffer is one element per row, or one
     vector for lane partials, which run as vector operations). The output's innermost axis,
     if it is not a row axis, is vectorized (`tile_inner`).
-    Knobs: `tile_inner` (when the output has non-row axes) and `parallel`.
+    Knobs: `tile_inner` (when the output has non-row axes) and `parallel`. Default: the vector
+    tile of `_vector_split`; threads when `rules.worth_threads` says so for the largest stage.
     """
     inline_injective(s)
     st = s[out]
     depth = _row_depth(s, out)
     axes = list(st.op.axis)
     rows, rest = axes[:depth], axes[depth:]
-    cfg.define_knob(f"{prefix}parallel", [1, 0])
+    cfg.define_knob(f"{prefix}parallel", first(int(worth_threads(cfg, work(s))), [0, 1]))
     if rest and rest[-1].extent > 1:
         _vector_split(cfg, s, out, rest[-1], f"{prefix}tile_inner", unroll=False)
     row = st.fuse(*rows) if rows else None
@@ -180,13 +204,19 @@ def schedule_column_reduction(cfg: Any, s: Schedule, out: Tensor, prefix: str = 
     block of `vectors` x width outputs, with its reduce loops outside the block's vector loops
     (each reduce step reads a contiguous block); a reduction of another shape (a statistic the
     output broadcasts) is computed once, at root, in the same loop order.
+    Default: blocks of COLUMN_IN_FLIGHT vectors (independent adds that cover an add's latency)
+    of the lanes, or of narrower vectors when the axis is shorter than four of them; threads
+    when `rules.worth_threads` says so for the largest stage.
     """
     inline_injective(s)
     st = s[out]
     *outer, last = st.op.axis
-    cfg.define_knob(f"{prefix}parallel", [1, 0])
-    cfg.define_split(f"{prefix}tile_inner", last.extent, 3, policy="candidate",
-                     candidate=[[-1, c, v] for c in COLUMN_VECTORS for v in VECTOR_WIDTHS])
+    cfg.define_knob(f"{prefix}parallel", first(int(worth_threads(cfg, work(s))), [0, 1]))
+    width = largest_fitting([v for v in VECTOR_WIDTHS if v <= lanes(cfg, out.dtype)],
+                            lambda v: COLUMN_IN_FLIGHT * v <= last.extent)
+    chosen = [COLUMN_IN_FLIGHT if COLUMN_IN_FLIGHT * width <= last.extent else 1, width]
+    blocks = first(chosen, [[c, v] for c in COLUMN_VECTORS for v in VECTOR_WIDTHS])
+    cfg.define_split(f"{prefix}tile_inner", last.extent, 3, policy="candidate", candidate=[[-1, *b] for b in blocks])
     lo, lc, li = cfg[f"{prefix}tile_inner"].apply(s, out, last)
     st.vectorize(li)
     g = st.fuse(*outer, lo)

@@ -104,7 +104,8 @@ def test_row_reduction_with_pointwise_producers_and_consumers():
     (xa,), (want,) = run_configs(task, n_random=4)
     np.testing.assert_allclose(want, xa / np.sqrt((xa.astype(np.float64) ** 2).mean(1, keepdims=True) + 1e-5),
                                rtol=1e-5)
-    s, args = task.instantiate(0)
+    threaded = {**task.config(0).to_json()["knobs"], "parallel": 1}    # 9 rows: the default runs on one core
+    s, args = task.instantiate({"knobs": threaded})
     loops, allocs, _, _ = structure(autotune.lower(s, args))
     assert loops[0].kind is ForKind.PARALLEL and loops[0].extent == M
     assert [a.buffer.name for a in allocs] == ["ss"] and allocs[0].buffer.shape == (1,)

@@ -163,9 +163,10 @@ def test_random_configs_match_numpy(op, params):
 
 
 # -- the fused loop structure --------------------------------------------------------------------
-def _lowered(op, **params):
+def _lowered(op, knobs=None, **params):
+    """The lowered default config of op at params (or the config of `knobs`)."""
     task = autotune.create_task(op, **params)
-    s, args = task.instantiate(0)
+    s, args = task.instantiate(0 if knobs is None else {"knobs": knobs})
     with warnings.catch_warnings():
         warnings.simplefilter("error")                      # every vector loop really vectorizes
         return autotune.lower(s, args)
@@ -187,7 +188,7 @@ def _is_contiguous(index):
 @pytest.mark.parametrize("op, params", [
     ("softmax", dict(M=64, N=1024)), ("log_softmax", dict(M=64, N=1000)),
     ("layer_norm", dict(M=64, N=1024, eps=1e-5)), ("rms_norm", dict(M=64, N=999, eps=1e-6)),
-    ("cross_entropy", dict(N=64, C=1000)), ("batch_norm", dict(N=2, C=8, H=28, W=28, eps=1e-5)),
+    ("cross_entropy", dict(N=64, C=1000)), ("batch_norm", dict(N=2, C=8, H=56, W=56, eps=1e-5)),
 ])
 def test_row_ops_are_fused_vectorized_without_gathers(op, params):
     func = _lowered(op, **params)
@@ -216,7 +217,8 @@ def test_attention_memory_does_not_grow_with_the_sequence(causal):
     """The online softmax: per thread one query tile x one key block of scores plus the output
     rows, the same for 96 keys as for 4096; every vector loop vectorizes (the helper errors on a
     scalar fallback), and only the packing of K reads strided."""
-    short, long = (_lowered("attention", batch=1, heads=2, seq_q=64, seq_k=sk, head_dim=32, causal=causal,
+    tiling = {"tile_q": 32, "tile_k": 64, "rows": 4, "score_width": 64, "out_width": 32}   # one for both lengths
+    short, long = (_lowered("attention", tiling, batch=1, heads=2, seq_q=64, seq_k=sk, head_dim=32, causal=causal,
                             scale=0.0) for sk in (96, 4096))
     assert _local_allocs(short) == _local_allocs(long)
     assert max(size for _, size in _local_allocs(long)) <= 32 * 64

@@ -219,8 +219,9 @@ def dense_gelu_template(cfg, M: int, N: int, K: int, dtype: str = "float32"):
 
     Default (`define_matmul_knobs`): tile_x = 2 x lanes; rows = the most whose accumulators fit
     3/4 of the vector registers; blocks = the most tiles whose A rows fit half of L2 with >= 4
-    parallel chunks per core; k unrolled to ~64 multiply-adds a step; B packed when M >= lanes;
-    threads when the product has >= 2^15 multiply-adds and the target more than one core.
+    parallel chunks per core; k unrolled to ~64 multiply-adds a step; B packed when M >= lanes
+    (W of dense always);
+    threads when the product has >= 2^15 vector multiply-adds and the target more than one core.
     """
     if min(M, N, K) < 1:
         raise ValueError(f"dense_gelu: M, N and K must be >= 1, got M={M}, N={N}, K={K}")

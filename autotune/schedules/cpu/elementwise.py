@@ -74,6 +74,7 @@ def register_elementwise(target: str, schedule: Callable[[Any, te.Tensor], Any])
     by `schedule(cfg, y)`: the computes, parameters and references are shared by every target."""
     def unary(name: str, compute: Callable[[te.Tensor], te.Tensor], ref: Callable, what: str) -> None:
         def unary_template(cfg: Any, shape: Any, dtype: str = "float32"):
+            """Default: `schedule`'s rule (for the CPU, the generic injective one)."""
             x = te.placeholder(as_shape(shape, name, "shape"), dtype, name="x")
             y = compute(x)
             return schedule(cfg, y), [x, y]
@@ -84,6 +85,7 @@ def register_elementwise(target: str, schedule: Callable[[Any, te.Tensor], Any])
 
     def binary(name: str, compute: Callable[..., te.Tensor], ref: Callable) -> None:
         def binary_template(cfg: Any, a_shape: Any, b_shape: Any, dtype: str = "float32"):
+            """Default: `schedule`'s rule (for the CPU, the generic injective one)."""
             a = te.placeholder(as_shape(a_shape, name, "a_shape"), dtype, name="a")
             b = te.placeholder(as_shape(b_shape, name, "b_shape"), dtype, name="b")
             y = compute(a, b)
@@ -94,6 +96,7 @@ def register_elementwise(target: str, schedule: Callable[[Any, te.Tensor], Any])
                  description=f"y = {name}(a, b) with numpy broadcasting of a_shape and b_shape")(binary_template)
 
     def where_template(cfg: Any, cond_shape: Any, a_shape: Any, b_shape: Any, dtype: str = "float32"):
+        """Default: `schedule`'s rule (for the CPU, the generic injective one)."""
         cond = te.placeholder(as_shape(cond_shape, "where", "cond_shape"), "bool", name="cond")
         a = te.placeholder(as_shape(a_shape, "where", "a_shape"), dtype, name="a")
         b = te.placeholder(as_shape(b_shape, "where", "b_shape"), dtype, name="b")

@@ -91,7 +91,7 @@ BLOCKS = (1, 2, 4, 8, 16)                       # register tiles per row block (
 UNROLL_K = (1, 2, 4, 8, 16)
 
 
-def define_matmul_knobs(cfg, M: int, N: int, K: int, dtype: str) -> None:
+def define_matmul_knobs(cfg, M: int, N: int, K: int, dtype: str, transposed: bool) -> None:
     """The knobs of `_matmul_body`, each with its rule's value first (the default config):
 
     tile_x = 2 x lanes (two vectors per row of the register tile); tile_y = [-1, blocks, rows]
@@ -99,20 +99,23 @@ def define_matmul_knobs(cfg, M: int, N: int, K: int, dtype: str) -> None:
     registers (and rows <= M), and blocks the most register tiles whose A rows (blocks x rows x K)
     fit in half of L2, leave >= 4 chunks per core to the parallel tile loop and stay within M;
     tile_k = the unroll giving ~64 multiply-adds per unrolled step; B packed when M >= lanes
-    (each packed element then feeds a vector of rows); threads when the product has >= 2^15
-    multiply-adds and the target more than one core. Other values ascending (strings in a fixed order).
+    (each packed element then feeds a vector of rows) and always for dense's W (N x K: unpacked,
+    its columns would be strided gathers); threads when the product has >= 2^15 vector
+    multiply-adds and the target more than one core. Other values ascending (strings in a
+    fixed order).
     """
     width = lanes(cfg, dtype)
     bn, rows, unroll = register_tile(cfg, dtype, M, COLUMNS, ROWS, UNROLL_K)
     blocks = largest_fitting(BLOCKS, lambda m: m * rows * K * dtype_info(dtype).bytes <= cpu_facts(cfg).l2_bytes // 2
                              and m * rows <= M and enough_chunks(cfg, -(-M // (m * rows)) * -(-N // bn)))
-    cfg.define_knob("pack_b", first(int(width <= M), [0, 1]))
+    cfg.define_knob("pack_b", first(int(transposed or width <= M), [0, 1]))
     cfg.define_split("tile_x", N, 2, policy="candidate", candidate=[[-1, v] for v in ascending_first(bn, COLUMNS)])
     tiles = first([blocks, rows], [[m, r] for r in ROWS for m in BLOCKS])
     cfg.define_split("tile_y", M, 3, policy="candidate", candidate=[[-1, *t] for t in tiles])
     cfg.define_split("tile_k", K, 2, policy="candidate", candidate=[[-1, f] for f in ascending_first(unroll, UNROLL_K)])
     cfg.define_knob("unroll_rows", [1, 0])
-    cfg.define_knob("parallel", first("fused" if worth_threads(cfg, M * N * K) else "none", ["fused", "outer", "none"]))
+    threads = worth_threads(cfg, M * N * K // width)
+    cfg.define_knob("parallel", first("fused" if threads else "none", ["fused", "outer", "none"]))
 
 
 class _Product(NamedTuple):
@@ -154,7 +157,7 @@ def _matmul_body(cfg, M: int, N: int, K: int, dtype: str, transposed: bool = Fal
     `epilogue(C)` returns the output computed from C elementwise (bias, activation): C is then
     computed into a local tile at the output's block and never written to memory.
     """
-    define_matmul_knobs(cfg, M, N, K, dtype)
+    define_matmul_knobs(cfg, M, N, K, dtype, transposed)
     A, B, C, out, packed, view = _product(cfg, M, N, K, dtype, transposed, epilogue)
     s = te.create_schedule(out.op)
     if view is not None:
@@ -199,8 +202,9 @@ def matmul_template(cfg, M: int, N: int, K: int, dtype: str = "float32"):
 
     Default (`define_matmul_knobs`): tile_x = 2 x lanes; rows = the most whose accumulators fit
     3/4 of the vector registers; blocks = the most tiles whose A rows fit half of L2 with >= 4
-    parallel chunks per core; k unrolled to ~64 multiply-adds a step; B packed when M >= lanes;
-    threads when the product has >= 2^15 multiply-adds and the target more than one core.
+    parallel chunks per core; k unrolled to ~64 multiply-adds a step; B packed when M >= lanes
+    (W of dense always);
+    threads when the product has >= 2^15 vector multiply-adds and the target more than one core.
     """
     return _matmul_body(cfg, M, N, K, dtype)
 
@@ -215,8 +219,9 @@ def dense_template(cfg, M: int, N: int, K: int, dtype: str = "float32"):
 
     Default (`define_matmul_knobs`): tile_x = 2 x lanes; rows = the most whose accumulators fit
     3/4 of the vector registers; blocks = the most tiles whose A rows fit half of L2 with >= 4
-    parallel chunks per core; k unrolled to ~64 multiply-adds a step; B packed when M >= lanes;
-    threads when the product has >= 2^15 multiply-adds and the target more than one core.
+    parallel chunks per core; k unrolled to ~64 multiply-adds a step; B packed when M >= lanes
+    (W of dense always);
+    threads when the product has >= 2^15 vector multiply-adds and the target more than one core.
     """
     bias = te.placeholder((N,), dtype, name="bias")
 

@@ -12,6 +12,7 @@ Shape parameters:
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -21,6 +22,7 @@ from ...topi import movement as topi
 from ..generic import injective_schedule
 from ..task import template
 from .elementwise import as_shape
+from .rules import first, lanes, largest_fitting, worth_threads
 
 
 def _ints(v: Any, op: str, name: str, n: int | None = None) -> tuple[int, ...]:
@@ -40,12 +42,15 @@ def schedule_transpose(cfg: Any, s: te.Schedule, y: te.Tensor, perm: tuple[int, 
     """Tiles of `tile` x `tile` elements: the output axis that reads x's innermost axis and the
     output's innermost axis are split and their tile loops put outside, so every cache line of
     x read by a tile is used whole; the innermost loop is vectorized (strided reads of x),
-    the tile loops fused and parallel. tile 0: untiled, rows in parallel."""
+    the tile loops fused and parallel. tile 0: untiled, rows in parallel.
+    Default: tile = the lanes (each tile row one vector), the largest tile that fits both axes
+    when they are shorter, 0 when none does; threads by `rules.worth_threads` on the size."""
     st = s[y]
     axes = list(st.op.axis)
     a = perm.index(len(perm) - 1)                # the output axis along x's contiguous axis
-    cfg.define_knob("tile", [t for t in (8, 16, 32, 0) if t == 0 or t <= min(axes[a].extent, axes[-1].extent)])
-    cfg.define_knob("parallel", [1, 0])
+    tiles = [t for t in (0, 8, 16, 32) if t == 0 or t <= min(axes[a].extent, axes[-1].extent)]
+    cfg.define_knob("tile", first(largest_fitting(tiles, lambda t: t <= lanes(cfg, y.dtype)), tiles))
+    cfg.define_knob("parallel", first(int(worth_threads(cfg, math.prod(y.shape))), [0, 1]))
     tile = cfg["tile"].val
     if tile:
         ao, ai = st.split(axes[a], tile)
@@ -63,7 +68,8 @@ def schedule_transpose(cfg: Any, s: te.Schedule, y: te.Tensor, perm: tuple[int, 
 
 @template("transpose", reference=_transpose_reference, description="permute the axes of x (numpy's transpose)")
 def transpose_template(cfg: Any, shape: Any, axes: Any, dtype: str = "float32"):
-    """Contiguous innermost axis: the generic injective schedule; else tiled (`schedule_transpose`)."""
+    """Contiguous innermost axis: the generic injective schedule; else tiled (`schedule_transpose`).
+    Default: the rule of whichever schedule runs."""
     x = te.placeholder(as_shape(shape, "transpose", "shape"), dtype, name="x")
     perm = topi.normalize_perm(len(x.shape), _ints(axes, "transpose", "axes", len(x.shape)))
     y = topi.transpose(x, perm)
@@ -81,6 +87,7 @@ def _pad_reference(x: np.ndarray, pad_before: Any, pad_after: Any, value: float,
 
 @template("pad", reference=_pad_reference, description="constant padding of x, per dimension before/after")
 def pad_template(cfg: Any, shape: Any, pad_before: Any, pad_after: Any, value: float, dtype: str = "float32"):
+    """Default: the generic injective schedule's rule (vector tile of the lanes, threads by size)."""
     x = te.placeholder(as_shape(shape, "pad", "shape"), dtype, name="x")
     n = len(x.shape)
     y = topi.pad(x, _ints(pad_before, "pad", "pad_before", n), _ints(pad_after, "pad", "pad_after", n), value)
@@ -106,6 +113,7 @@ def concat_input_shapes(shape: Any, axis: Any, sizes: Any) -> list[tuple[int, ..
 
 @template("concat", reference=_concat_reference, description="join len(sizes) tensors along axis")
 def concat_template(cfg: Any, shape: Any, axis: int, sizes: Any, dtype: str = "float32"):
+    """Default: the generic injective schedule's rule (vector tile of the lanes, threads by size)."""
     xs = [te.placeholder(sh, dtype, name=f"x{k}") for k, sh in enumerate(concat_input_shapes(shape, axis, sizes))]
     y = topi.concat(xs, axis)
     return injective_schedule(cfg, y), [*xs, y]
@@ -118,6 +126,7 @@ def _slice_reference(x: np.ndarray, begin: Any, end: Any, step: Any, **_: Any) -
 
 @template("slice", reference=_slice_reference, description="x[begin:end:step] per dimension (Python rules)")
 def slice_template(cfg: Any, shape: Any, begin: Any, end: Any, step: Any, dtype: str = "float32"):
+    """Default: the generic injective schedule's rule (vector tile of the lanes, threads by size)."""
     x = te.placeholder(as_shape(shape, "slice", "shape"), dtype, name="x")
     n = len(x.shape)
     y = topi.strided_slice(x, _ints(begin, "slice", "begin", n), _ints(end, "slice", "end", n),
@@ -132,6 +141,7 @@ def _take_reference(weight: np.ndarray, indices: np.ndarray, **_: Any) -> np.nda
 @template("take", reference=_take_reference,
           description="rows of weight picked by int32 indices (embedding lookup), out-of-range clipped")
 def take_template(cfg: Any, weight_shape: Any, indices_shape: Any, dtype: str = "float32"):
+    """Default: the generic injective schedule's rule (vector tile of the lanes, threads by size)."""
     w = te.placeholder(as_shape(weight_shape, "take", "weight_shape"), dtype, name="weight")
     idx = te.placeholder(as_shape(indices_shape, "take", "indices_shape"), "int32", name="indices")
     y = topi.take(w, idx)

@@ -20,12 +20,25 @@ from typing import Any, cast
 import numpy as np
 
 from ... import te
+from ...dtype import dtype_info
 from ...te.tensor import ComputeOp, ExternOp
 from ...topi import nn as topi_nn
 from ...topi.flash_attention import Tiling, flash_attention
 from ...topi.nn import ROW_ELEMWISE, ROW_PARTIAL, ROW_TAIL
 from ..schedule import Schedule
 from ..task import template
+from .rules import (
+    accumulators,
+    ascending_first,
+    closest,
+    cpu_facts,
+    enough_chunks,
+    first,
+    lanes,
+    largest_fitting,
+    vector_tile,
+    worth_threads,
+)
 
 DEFAULT_SCALE = 0.0    # attention: scale = 1 / sqrt(head_dim)
 
@@ -37,10 +50,25 @@ def _eps(eps: float, op: str) -> float:
 
 
 # -- the shared row schedule ---------------------------------------------------------------------
-def _row_knobs(cfg, N: int) -> None:
-    cfg.define_split("tile_j", N, 2, policy="candidate", candidate=[[-1, v] for v in (16, 32, 64, 8)])
-    cfg.define_knob("lanes", [32, 16, 64, 8, 1])
-    cfg.define_knob("parallel", [1, 0])
+ROW_TILES = (8, 16, 32, 64)
+BN_VECTORS = (8, 16, 32, 64, 128)
+PARTIALS = (1, 8, 16, 32, 64)
+
+
+def partial_sums(cfg, dtype: str, n: int) -> int:
+    """Rule for the lane partials of a row reduction over n elements: two vectors of them (two
+    adds in flight) when the row holds 8 vectors, one vector when it holds one, else none (1)."""
+    width = lanes(cfg, dtype)
+    return closest(2 * width if n >= 8 * width else width if n >= width else 1, PARTIALS)
+
+
+def _row_knobs(cfg, M: int, N: int, dtype: str) -> None:
+    """Rules: tile_j the vector tile of a row (`rules.vector_tile`), `partial_sums` lanes, rows
+    in parallel when there are >= 2 and `rules.worth_threads` says so for M x N."""
+    tile = closest(vector_tile(cfg, dtype, N), ROW_TILES)
+    cfg.define_split("tile_j", N, 2, policy="candidate", candidate=[[-1, v] for v in ascending_first(tile, ROW_TILES)])
+    cfg.define_knob("lanes", ascending_first(partial_sums(cfg, dtype, N), PARTIALS))
+    cfg.define_knob("parallel", first(int(M > 1 and worth_threads(cfg, M * N)), [0, 1]))
 
 
 def schedule_row_stages(s: Schedule, out: te.Tensor, row: Any, vec: int) -> None:
@@ -98,10 +126,13 @@ def log_softmax_reference(x: np.ndarray, **_: Any) -> np.ndarray:
 
 @template("softmax", reference=softmax_reference, description="softmax over the rows of X (M x N), fused")
 def softmax_template(cfg, M: int, N: int, dtype: str = "float32"):
-    """Row max, exp, row sum and scaling in one pass per row (stats at the row loop)."""
+    """Row max, exp, row sum and scaling in one pass per row (stats at the row loop).
+
+    Default: the row rules (`_row_knobs`); exp stored when a row fits in half of L2 (read back
+    from cache instead of recomputed), else recomputed."""
     _check_rows("softmax", M, N)
-    _row_knobs(cfg, N)
-    cfg.define_knob("store_exp", [1, 0])
+    _row_knobs(cfg, M, N, dtype)
+    cfg.define_knob("store_exp", first(int(N * dtype_info(dtype).bytes <= cpu_facts(cfg).l2_bytes // 2), [0, 1]))
     X = te.placeholder((M, N), dtype, name="X")
     Y = topi_nn.softmax(X, lanes=cfg["lanes"].val, store_exp=bool(cfg["store_exp"].val))
     return _rowwise(cfg, Y), [X, Y]
@@ -109,9 +140,10 @@ def softmax_template(cfg, M: int, N: int, dtype: str = "float32"):
 
 @template("log_softmax", reference=log_softmax_reference, description="log_softmax over the rows of X (M x N), fused")
 def log_softmax_template(cfg, M: int, N: int, dtype: str = "float32"):
-    """x - max - log(sum(exp(x - max))) with the row statistics at the row loop."""
+    """x - max - log(sum(exp(x - max))) with the row statistics at the row loop. Default: the row rules
+    (`_row_knobs`)."""
     _check_rows("log_softmax", M, N)
-    _row_knobs(cfg, N)
+    _row_knobs(cfg, M, N, dtype)
     X = te.placeholder((M, N), dtype, name="X")
     Y = topi_nn.log_softmax(X, lanes=cfg["lanes"].val)
     return _rowwise(cfg, Y), [X, Y]
@@ -132,10 +164,11 @@ def rms_norm_reference(x, gamma, eps: float = 1e-6, **_: Any) -> np.ndarray:
 @template("layer_norm", reference=layer_norm_reference,
           description="layer norm over the rows of X (M x N), gamma/beta (N,); eps a float")
 def layer_norm_template(cfg, M: int, N: int, eps: float = 1e-5, dtype: str = "float32"):
-    """Row mean, then row variance (two passes over the cached row), then the affine output."""
+    """Row mean, then row variance (two passes over the cached row), then the affine output. Default: the row rules
+    (`_row_knobs`)."""
     _check_rows("layer_norm", M, N)
     e = _eps(eps, "layer_norm")
-    _row_knobs(cfg, N)
+    _row_knobs(cfg, M, N, dtype)
     X = te.placeholder((M, N), dtype, name="X")
     gamma = te.placeholder((N,), dtype, name="gamma")
     beta = te.placeholder((N,), dtype, name="beta")
@@ -146,10 +179,11 @@ def layer_norm_template(cfg, M: int, N: int, eps: float = 1e-5, dtype: str = "fl
 @template("rms_norm", reference=rms_norm_reference,
           description="RMS norm over the rows of X (M x N), gamma (N,); eps a float")
 def rms_norm_template(cfg, M: int, N: int, eps: float = 1e-6, dtype: str = "float32"):
-    """Row mean of squares, then x * rsqrt(ms + eps) * gamma."""
+    """Row mean of squares, then x * rsqrt(ms + eps) * gamma. Default: the row rules
+    (`_row_knobs`)."""
     _check_rows("rms_norm", M, N)
     e = _eps(eps, "rms_norm")
-    _row_knobs(cfg, N)
+    _row_knobs(cfg, M, N, dtype)
     X = te.placeholder((M, N), dtype, name="X")
     gamma = te.placeholder((N,), dtype, name="gamma")
     Y = topi_nn.rms_norm(X, gamma, e, lanes=cfg["lanes"].val)
@@ -167,7 +201,11 @@ def batch_norm_reference(x, mean, var, gamma, beta, eps: float = 1e-5, **_: Any)
 @template("batch_norm", reference=batch_norm_reference,
           description="inference batch norm, NCHW X, per-channel mean/var/gamma/beta; eps a float")
 def batch_norm_template(cfg, N: int, C: int, H: int, W: int, eps: float = 1e-5, dtype: str = "float32"):
-    """Per channel plane: the channel's scale once, then one vectorized pass over the plane."""
+    """Per channel plane: the channel's scale once, then one vectorized pass over the plane.
+
+    Default: rows of w (fuse_hw 0, see below), vec the vector tile of a row (`rules.vector_tile`),
+    planes in parallel when they give >= 4 chunks per core, else the fused loop, none when
+    `rules.worth_threads` says the tensor is too small."""
     if min(N, C, H, W) < 1:
         raise ValueError(f"batch_norm: N, C, H, W must be >= 1, got {(N, C, H, W)}")
     e = _eps(eps, "batch_norm")
@@ -175,8 +213,10 @@ def batch_norm_template(cfg, N: int, C: int, H: int, W: int, eps: float = 1e-5, 
     # h*w, (f // W) * W + f % W, is not folded back to f (scalar lane addresses), and a split
     # tail's guard on it has a division (scalar loop); rows of w vectorize cleanly today
     cfg.define_knob("fuse_hw", [0, 1])
-    cfg.define_knob("vec", [64, 32, 16, 128, 8])
-    cfg.define_knob("parallel", ["plane", "fused", "none"])
+    cfg.define_knob("vec", ascending_first(closest(vector_tile(cfg, dtype, W), BN_VECTORS), BN_VECTORS))
+    threads = worth_threads(cfg, N * C * H * W)
+    cfg.define_knob("parallel", first("plane" if threads and enough_chunks(cfg, N * C) else "fused" if threads
+                                      else "none", ["plane", "fused", "none"]))
     X = te.placeholder((N, C, H, W), dtype, name="X")
     stats = [te.placeholder((C,), dtype, name=nm) for nm in ("mean", "var", "gamma", "beta")]
     mean, var, gamma, beta = stats
@@ -209,11 +249,14 @@ def cross_entropy_reference(logits, labels, **_: Any) -> np.ndarray:
 @template("cross_entropy", reference=cross_entropy_reference,
           description="softmax cross-entropy per row: logits N x C, int32 labels (N,) -> loss (N,)")
 def cross_entropy_template(cfg, N: int, C: int, dtype: str = "float32"):
-    """Row max and sum of exp at the row loop; loss = max + log(sum) - logits[label]."""
+    """Row max and sum of exp at the row loop; loss = max + log(sum) - logits[label].
+
+    Default: `partial_sums` lanes; rows in parallel when there are >= 2 and `rules.worth_threads`
+    says so for N x C."""
     if N < 1 or C < 1:
         raise ValueError(f"cross_entropy: N and C must be >= 1, got N={N}, C={C}")
-    cfg.define_knob("lanes", [32, 16, 64, 8, 1])
-    cfg.define_knob("parallel", [1, 0])
+    cfg.define_knob("lanes", ascending_first(partial_sums(cfg, dtype, C), PARTIALS))
+    cfg.define_knob("parallel", first(int(N > 1 and worth_threads(cfg, N * C)), [0, 1]))
     logits = te.placeholder((N, C), dtype, name="logits")
     labels = te.placeholder((N,), "int32", name="labels")
     loss = topi_nn.cross_entropy(logits, labels, lanes=cfg["lanes"].val)
@@ -247,20 +290,17 @@ def attention_template(cfg, batch: int, heads: int, seq_q: int, seq_k: int, head
                        scale: float = DEFAULT_SCALE, dtype: str = "float32"):
     """Flash attention (`autotune.topi.flash_attention`): per query tile, in parallel over batch x
     heads x tiles, key blocks with an online softmax; scores and output rows register-blocked.
-    Memory per thread tile_q x (tile_k + head_dim), whatever seq_k; causal skips masked blocks."""
+    Memory per thread tile_q x (tile_k + head_dim), whatever seq_k; causal skips masked blocks.
+
+    Default (`_define_attention_knobs`): tile_q the largest giving >= 4 tiles per core whose
+    output rows (tile_q x head_dim) fit in half of L1; tile_k the largest whose K and V blocks and
+    score tile (tile_k x (2 head_dim + tile_q)) fit in L1; score and output vectors as wide as
+    the axis allows up to 4 x lanes; rows the most whose accumulators fit 3/4 of the registers."""
     if min(batch, heads, seq_q, seq_k, head_dim) < 1 or causal not in (0, 1):
         raise ValueError(f"attention: sizes must be >= 1 and causal 0 or 1, got batch={batch}, heads={heads}, "
                          f"seq_q={seq_q}, seq_k={seq_k}, head_dim={head_dim}, causal={causal}")
     sc = attention_scale(scale, head_dim)
-
-    def capped(values, limit):      # candidates no larger than the axis (larger ones repeat it)
-        return list(dict.fromkeys(min(x, limit) for x in values))
-
-    cfg.define_knob("tile_q", capped([32, 16, 64, 8], seq_q))
-    cfg.define_knob("tile_k", capped([64, 128, 256, 32], seq_k))
-    cfg.define_knob("rows", [4, 8, 2, 1])
-    cfg.define_knob("score_width", capped([64, 32, 16], seq_k))
-    cfg.define_knob("out_width", capped([64, 32, 16], head_dim))
+    _define_attention_knobs(cfg, batch * heads, seq_q, seq_k, head_dim, dtype)
     tiling = Tiling(*(cfg[k].val for k in ("tile_q", "tile_k", "rows", "score_width", "out_width")))
     cfg.raise_if(tiling.rows > tiling.tile_q, "register rows exceed the query tile")
     cfg.raise_if(tiling.score_width > tiling.tile_k, "score vector wider than the key block")
@@ -272,6 +312,29 @@ def attention_template(cfg, batch: int, heads: int, seq_q: int, seq_k: int, head
     s = te.create_schedule(out.op)
     _schedule_key_pack(s[cast(ExternOp, out.op).inputs[1]])   # flash_attention is an extern op
     return s, [q, k, v, out]
+
+
+def _capped(values: tuple[int, ...], limit: int) -> list[int]:
+    """Candidates no larger than the axis, ascending (larger ones repeat the axis's extent)."""
+    return sorted(set(min(x, limit) for x in values))
+
+
+def _define_attention_knobs(cfg, planes: int, seq_q: int, seq_k: int, head_dim: int, dtype: str) -> None:
+    """The flash-attention tiling knobs, each with its rule's value first (see attention_template)."""
+    nbytes, l1, width = dtype_info(dtype).bytes, cpu_facts(cfg).l1d_bytes, lanes(cfg, dtype)
+    tq_values, tk_values = _capped((8, 16, 32, 64), seq_q), _capped((32, 64, 128, 256), seq_k)
+    tq = largest_fitting(tq_values, lambda t: enough_chunks(cfg, planes * -(-seq_q // t))
+                         and t * head_dim * nbytes <= l1 // 2)
+    tk = largest_fitting(tk_values, lambda t: t * (2 * head_dim + tq) * nbytes <= l1)
+    sw_values, ow_values = _capped((16, 32, 64), seq_k), _capped((16, 32, 64), head_dim)
+    sw = largest_fitting(sw_values, lambda w: w <= min(4 * width, tk))
+    ow = largest_fitting(ow_values, lambda w: w <= 4 * width)
+    rows = largest_fitting((1, 2, 4, 8), lambda r: r * -(-max(sw, ow) // width) <= accumulators(cfg) and r <= tq)
+    cfg.define_knob("tile_q", first(tq, tq_values))
+    cfg.define_knob("tile_k", first(tk, tk_values))
+    cfg.define_knob("rows", first(rows, [1, 2, 4, 8]))
+    cfg.define_knob("score_width", first(sw, sw_values))
+    cfg.define_knob("out_width", first(ow, ow_values))
 
 
 def _schedule_key_pack(st) -> None:

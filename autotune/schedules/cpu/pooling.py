@@ -50,12 +50,14 @@ def _pool(cfg: Any, op: str, shape: Any, kernel: Any, stride: Any, padding: Any,
 @template("max_pool2d", reference=_max_pool_reference,
           description="NCHW max pooling: kernel, stride, padding (ints or pairs); padding never wins")
 def max_pool2d_template(cfg: Any, shape: Any, kernel: Any, stride: Any, padding: Any, dtype: str = "float32"):
+    """Default: the generic column schedule's rule (blocks of 4 vectors, threads by work)."""
     return _pool(cfg, "max_pool2d", shape, kernel, stride, padding, dtype)
 
 
 @template("avg_pool2d", reference=_avg_pool_reference,
           description="NCHW average pooling over valid elements (count_include_pad=False)")
 def avg_pool2d_template(cfg: Any, shape: Any, kernel: Any, stride: Any, padding: Any, dtype: str = "float32"):
+    """Default: the generic column schedule's rule (blocks of 4 vectors, threads by work)."""
     return _pool(cfg, "avg_pool2d", shape, kernel, stride, padding, dtype)
 
 
@@ -66,8 +68,9 @@ def _global_avg_reference(x: np.ndarray, **_: Any) -> np.ndarray:
 @template("global_avg_pool", reference=_global_avg_reference,
           description="NCHW mean over H and W, shape (N, C, 1, 1)")
 def global_avg_pool_template(cfg: Any, shape: Any, dtype: str = "float32"):
+    """Default: `define_lanes`'s rule (one vector of partial sums), threads by work."""
     x = te.placeholder(as_shape(shape, "global_avg_pool", "shape"), dtype, name="x")
-    y = topi.global_avg_pool(x, lanes=define_lanes(cfg, x.shape, (2, 3), "global_avg_pool"))
+    y = topi.global_avg_pool(x, lanes=define_lanes(cfg, x.shape, (2, 3), "global_avg_pool", dtype))
     s = te.create_schedule(y.op)
     schedule_row_reduction(cfg, s, y)
     return s, [x, y]

@@ -18,6 +18,7 @@ from ...topi import reduction as topi
 from ..generic import SCHEDULES, classify
 from ..task import template
 from .elementwise import as_shape
+from .rules import first, lanes, largest_fitting
 
 
 def _keepdims(v: Any, op: str) -> bool:
@@ -69,21 +70,25 @@ def schedule_reduction(cfg: Any, s: te.Schedule, out: te.Tensor) -> None:
     SCHEDULES["row" if kind in ("row", "other") else kind](cfg, s, out)
 
 
-LANES = (16, 1, 32, 8)
+LANES = (1, 8, 16, 32)
 
 
-def define_lanes(cfg: Any, shape: tuple[int, ...], axes: tuple[int, ...], op: str) -> int:
-    """Knob `lanes`: partial accumulators of a reduction over the innermost axis (1 = plain)."""
+def define_lanes(cfg: Any, shape: tuple[int, ...], axes: tuple[int, ...], op: str, dtype: str) -> int:
+    """Knob `lanes`: partial accumulators of a reduction over the innermost axis (1 = plain).
+    Rule: one vector register of them (the target's lanes, or fewer when the axis is shorter)."""
     inner = len(shape) - 1 in topi.normalize_axes(len(shape), axes, op)
-    cfg.define_knob("lanes", [v for v in LANES if v == 1 or (inner and v <= shape[-1])])
+    values = [v for v in LANES if v == 1 or (inner and v <= shape[-1])]
+    cfg.define_knob("lanes", first(largest_fitting(values, lambda v: v <= lanes(cfg, dtype)), values))
     return cfg["lanes"].val
 
 
 def _register(name: str, compute: Callable[..., te.Tensor], ref: Callable[..., np.ndarray], what: str) -> None:
     def reduction_template(cfg: Any, shape: Any, axes: Any, keepdims: int, dtype: str = "float32"):
+        """The row or column generic schedule. Default: `define_lanes`'s rule (one vector of
+        partial sums) and the generic schedule's (its vector tile, threads by work)."""
         x = te.placeholder(as_shape(shape, name, "shape"), dtype, name="x")
-        lanes = define_lanes(cfg, x.shape, _axes(axes), name)
-        y = compute(x, _axes(axes), _keepdims(keepdims, name), lanes=lanes)
+        partials = define_lanes(cfg, x.shape, _axes(axes), name, dtype)
+        y = compute(x, _axes(axes), _keepdims(keepdims, name), lanes=partials)
         s = te.create_schedule(y.op)
         schedule_reduction(cfg, s, y)
         return s, [x, y]
