@@ -28,8 +28,10 @@ Defaults (first values), by rule on the shape and cfg.target (rules.py):
   registers free (32 registers with 64-byte vectors, 16 otherwise); m = the most register tiles
   per block whose rows of W (m * r * K elements) fit half of L2 while leaving 4 blocks per core.
 - gemm_tile_k: the channel unroll kf giving at least 4 k steps per unrolled body: ceil(4 / (KH*KW)).
-- gemm_order: "panels" when W, re-read once per panel, fits half of L2 and there are at least as
-  many (image, panel) pairs as cores; else "filters".
+- gemm_order: "panels" when there are at least as many (image, panel) pairs as cores, else
+  "filters". With panels outer, one packed panel (K x bn) stays in L2 while the filter rows
+  stream past it in r sequential streams; with filters outer, all of Col (K x P, more than L2
+  on deep layers) is re-read once per filter block.
 - gemm_col: "packed": reading in place streams K rows of X that lie H*W elements apart, each
   panel's piece straddling cache lines, while the packed panel is read contiguously.
 """
@@ -102,16 +104,13 @@ def define_knobs(cfg: Any, g: ConvGeometry, N: int, dtype: str, when: tuple[str,
     kf = rules.closest(-(-4 // taps), UNROLLS)
     cfg.define_split("gemm_tile_k", Cg, 2, policy="candidate", candidate=rules.split_first(kf, Cg, UNROLLS),
                      when=when)
-    cfg.define_knob("gemm_order", rules.first(_default_order(cfg, g, N, bn, nbytes), ORDERS), when=when)
+    cfg.define_knob("gemm_order", rules.first(_default_order(cfg, g, N, bn), ORDERS), when=when)
     cfg.define_knob("gemm_col", list(COLS) if _pointwise(g) else ["packed"], when=when)
 
 
-def _default_order(cfg: Any, g: ConvGeometry, N: int, bn: int, nbytes: int) -> str:
-    """Panels outer when W, re-read once per panel, stays in L2 and the panels give every core work."""
-    w_bytes = g.out_channels * g.in_channels // g.groups * math.prod(g.kernel) * nbytes
-    panels = -(-math.prod(g.out) // bn)
-    facts = rules.cpu_facts(cfg)
-    return "panels" if w_bytes <= facts.l2_bytes // 2 and N * panels >= facts.cores else "filters"
+def _default_order(cfg: Any, g: ConvGeometry, N: int, bn: int) -> str:
+    """Panels outer when the (image, panel) pairs give every core work."""
+    return "panels" if N * -(-math.prod(g.out) // bn) >= rules.cpu_facts(cfg).cores else "filters"
 
 
 def build(cfg: Any, X: te.Tensor, Wt: te.Tensor, g: ConvGeometry, epilogue: Epilogue | None,
