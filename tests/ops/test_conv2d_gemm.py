@@ -87,13 +87,14 @@ def test_conv_bias_relu(name):
     _check(task, legal_configs(task, 1, seed=1))
 
 
-def test_every_column_source_and_loop_order():
-    for shape in (SHAPES["1x1"], SHAPES["grouped 1x1"]):
-        task = _task(shape, bias_relu=1)
-        default = task.config(0).to_json()["knobs"]
-        picks = [task.config_space.from_json({"knobs": {**default, "gemm_col": col, "gemm_order": order}}).index
-                 for col in ("direct", "packed") for order in ("panels", "filters")]
-        _check(task, picks)
+@pytest.mark.parametrize("name", ["3x3 pad 1", "grouped, strided, dilated", "1x1", "grouped 1x1"])
+def test_every_loop_order_and_column_source(name):
+    task = _task(SHAPES[name], bias_relu=1)
+    default = task.config(0).to_json()["knobs"]
+    cols = [e.val for e in task.config_space.knobs["gemm_col"].entities]
+    picks = [task.config_space.from_json({"knobs": {**default, "gemm_col": col, "gemm_order": order}}).index
+             for col in cols for order in ("panels", "filters")]
+    _check(task, picks)
 
 
 def test_1x1_stride_1_may_read_x_in_place_others_pack_panels():
