@@ -6,10 +6,15 @@ columns are in the matmul template (`matmul.py`, whose micro-kernel this follows
 
 - "col", the im2col panel, packs Col in panels of `bn` pixels (N, ceil(P/bn), C, KH, KW, bn),
   reading X through the conv index arithmetic, zero where the window hits the padding and past
-  the last pixel: every panel is full, so the micro-kernel has no tail.
+  the last pixel: every panel is full, so the micro-kernel has no tail. Packed by scalar code
+  (a vector copy for 1x1 stride 1):
+  a vector of pixels that crosses image rows is a gather, which LLVM emulates at half the speed.
 - "gemm" accumulates an r x bn tile (r filters, bn pixels) in a local buffer (registers after
-  LLVM's promotion) over the reduction (c split and unrolled, ky, kx): W[f, c, ky, kx] is read
-  in place as in the matmul's A (a packed copy of W would cost a pass over all of it per call).
+  LLVM's promotion) over the whole reduction (c split and unrolled, ky, kx), W[f, c, ky, kx]
+  read in place as the matmul's A is: its layout already is the row-major F x K matrix, and a
+  packed copy would cost a pass over all of W per call (9 MB on a 512-channel 3x3 layer). No k
+  blocking: the panel (K x bn) stays in L2, which easily feeds bn/lanes vector loads per r*bn/lanes
+  FMAs.
 - the output stage stores the tile, applying the epilogue to it while it is in registers.
 
 Knob "gemm_order": "panels" packs one panel inside the parallel loop over (image, panel) and
