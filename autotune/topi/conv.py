@@ -40,9 +40,15 @@ def _ints(op: str, what: str, value: Any, lengths: tuple[int, ...], dims: int) -
 class ConvGeometry:
     """The checked hyper-parameters of a conv over `dims` spatial axes and its output size.
 
-    pad_before / pad_after per spatial axis; groups divides both channel counts.
+    pad_before / pad_after per spatial axis; groups divides both channel counts. The channel
+    counts, input size and kernel size are here too: a conv algorithm decides from this alone
+    whether it applies and what its default knobs are.
     """
 
+    in_channels: int
+    out_channels: int
+    spatial: tuple[int, ...]
+    kernel: tuple[int, ...]
     stride: tuple[int, ...]
     pad_before: tuple[int, ...]
     pad_after: tuple[int, ...]
@@ -53,6 +59,11 @@ class ConvGeometry:
     @property
     def has_padding(self) -> bool:
         return any(self.pad_before) or any(self.pad_after)
+
+    @property
+    def depthwise(self) -> bool:
+        """One input and one output channel per group (groups == C == F)."""
+        return self.groups == self.in_channels == self.out_channels
 
 
 def conv_geometry(op: str, C: int, F: int, spatial: Sequence[int], kernel: Sequence[int], stride: Any,
@@ -79,7 +90,7 @@ def conv_geometry(op: str, C: int, F: int, spatial: Sequence[int], kernel: Seque
             raise ValueError(f"{op}: kernel {'x'.join(map(str, kernel))} (dilated extent {span}) is larger than "
                              f"the padded input {size + lo + hi}")
         out.append((size + lo + hi - span) // s + 1)
-    return ConvGeometry(st, before, after, dl, groups, tuple(out))
+    return ConvGeometry(C, F, tuple(spatial), tuple(kernel), st, before, after, dl, groups, tuple(out))
 
 
 # ---- te computes -------------------------------------------------------------------------------
