@@ -20,11 +20,11 @@ Default rule (a knob's first value; the other values keep a fixed ascending orde
     winograd_tile_t        the most tiles whose accumulators (tile_t x 2 vectors) take at most
                            half of the vector registers (32 with 64-byte vectors, else 16)
     winograd_unroll_c      4 (independent FMAs enough to hide the loop's overhead)
-    winograd_kernel_chunk  chunks when one panel's accumulators for all tiles,
-                           (m+2)^2 * N * tiles * tile_f values, fit in a quarter of L2 (few tiles:
-                           U would be streamed through memory for little reuse), else 0; the
-                           chunk is the largest whose U slice, (m+2)^2 * chunk * tile_f values,
-                           fits in L1
+    winograd_kernel_chunk  0 (U at root) when the tiles of all images number more than 2 vectors
+                           (32 with AVX-512): U, written and read back through memory (8 bytes
+                           per element), then feeds 2 * N * tiles flops per element; with fewer
+                           tiles the GEMMs would wait on memory, so U is made in chunks, the
+                           largest whose U slice, (m+2)^2 * chunk * tile_f values, fits in L1
 """
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def define_knobs(cfg: Any, g: ConvGeometry, N: int, dtype: str, when: tuple[str,
     rows = max(r for r in TILE_ROWS if r * 2 <= registers // 2)
     a2, (th, tw) = (m + 2) ** 2, _tiles(g, m)
     chunk = largest_fitting(KERNEL_CHUNKS[1:], lambda k: a2 * k * bf * nbytes <= facts.l1d_bytes)
-    fused = a2 * N * th * tw * bf * nbytes <= facts.l2_bytes // 4
+    fused = N * th * tw <= 2 * vec
     cfg.define_knob("winograd_m", first(m, TILE_SIZES), when=when)
     cfg.define_knob("winograd_tile_f", first(bf, [vec, 2 * vec, 4 * vec]), when=when)
     cfg.define_knob("winograd_tile_t", first(rows, TILE_ROWS), when=when)
