@@ -18,9 +18,12 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
+from ops_cpu import im2col_conv2d
+from timing import seconds
 
 import autotune
 from autotune import te
@@ -28,8 +31,6 @@ from autotune.schedules.cpu import conv2d_winograd as wino
 from autotune.schedules.space import ConfigSpace
 from autotune.target import Target
 from autotune.topi.conv import conv2d_nchw_reference, conv_geometry
-from ops_cpu import im2col_conv2d
-from timing import seconds
 
 LAYERS = ((64, 56), (128, 28), (256, 14), (512, 7))
 QUICK_LAYERS = ((16, 14), (32, 7))
