@@ -147,6 +147,7 @@ def _schedule_kernel(s: Schedule, Gg: te.Tensor, U: te.Tensor, at: tuple[te.Tens
 
 
 def _schedule_input(s: Schedule, Bd: te.Tensor, V: te.Tensor, vec: int) -> None:
+    """Tiles in parallel, a vector of channels at a time: the tile's loads and stores contiguous."""
     t, e, nu, c = V.op.axis
     co, ci = s[V].split(c, vec)
     s[V].reorder(t, co, e, nu, ci)
