@@ -14,22 +14,29 @@ and the unpack are transposes; their inner blocks are unrolled into scalar acces
 offsets, which LLVM's SLP vectoriser turns into vector loads, shuffles and stores (a vectorised
 loop would gather one element at a time: measured 2x slower on the 3x3 weight repacks).
 
-APPLIES: groups == 1, or at least MIN_GROUP_VECTOR filters per group. Depthwise convs are left to
-"nchw": with 9 multiply-adds per output, the two transposes cost as much as the conv (MobileNet-V2's
-144-channel 56x56 layer, one core: 0.55 ms blocked against 0.18 ms for a tuned NCHW config), and
-narrow groups would give a channel vector shorter than NCHW's vector along the width.
+Depthwise convs (groups == C == F) have no channel reduction: channels are blocked by oc_bn
+(data_vec N x C/oc_bn x H' x W' x oc_bn, kernel_vec C/oc_bn x KH x KW x oc_bn) and the tile
+accumulates over kh x kw only.
+
+APPLIES: groups == 1; grouped convs with at least MIN_GROUP_VECTOR filters per group (narrower
+groups would give a channel vector shorter than NCHW's vector along the width); depthwise convs
+with a stride. A stride-1 depthwise conv is left to "nchw": with 9 multiply-adds per output the
+two transposes cost more than the conv (MobileNet-V2's 144-channel 56x56 layer, one core:
+0.55 ms blocked, 0.19 ms NCHW's default); with a stride NCHW's vector loads along the width are
+strided gathers (its 96-channel 112x112 stride-2 layer: 0.58 ms blocked, 0.83 ms NCHW's best).
 
 Default rules (each knob's first value), with L the vector lanes of the dtype and R the vector
 registers of the target (32 with AVX-512, else 16):
-  oc_bn      2L when F/G >= 4L (two weight vectors per broadcast input halve the loads per
-             multiply-add), else L; capped by F/G (grouped: the largest divisor of F/G within that)
+  oc_bn      2L when F/G (depthwise: C) >= 4L (two weight vectors per broadcast input halve the
+             loads per multiply-add), else L; capped by F/G (grouped: the largest divisor of F/G
+             within that)
   reg_n      columns per register tile: the largest divisor (>= 4) of OW such that the tile's
              accumulators, oc_bn/L per position, leave a register per weight vector and one for
              the broadcast input: reg_n <= (R - oc_bn/L - 1) / (oc_bn/L); else the largest fitting
   oh_bn      rows per tile: the most (1, 2, 4) that keep rows x reg_n within that budget
   ic_bn      of the blocks (powers of two to 64, or C/G) whose weight block ic_bn x KH x KW x oc_bn
              fits in half the L1 data cache: the largest divisor of C/G (no zero tail), unless a
-             block over twice as large fits (then that one)
+             block over twice as large fits (then that one); none for depthwise
   unroll_kw  1 when KW <= 8 (a short kernel row as straight-line code)
 """
 from __future__ import annotations
@@ -56,7 +63,18 @@ def _per_group(g: ConvGeometry) -> tuple[int, int]:
     return g.in_channels // g.groups, g.out_channels // g.groups
 
 
+def _depthwise(g: ConvGeometry) -> bool:
+    return g.groups == g.in_channels == g.out_channels
+
+
+def _blocked_channels(g: ConvGeometry) -> int:
+    """The output channels that oc_bn blocks: one group's, or every channel of a depthwise conv."""
+    return g.out_channels if _depthwise(g) else _per_group(g)[1]
+
+
 def applies(g: ConvGeometry) -> bool:
+    if _depthwise(g):
+        return max(g.stride) > 1
     return g.groups == 1 or _per_group(g)[1] >= MIN_GROUP_VECTOR
 
 
@@ -71,14 +89,14 @@ def _capped(values: Sequence[int], cap: int) -> list[int]:
 
 def _oc_options(g: ConvGeometry) -> list[int]:
     """Output channel blocks; with groups only divisors of F/groups (no block straddles two)."""
-    Fg = _per_group(g)[1]
-    if g.groups > 1:
+    Fg = _blocked_channels(g)
+    if g.groups > 1 and not _depthwise(g):
         return [v for v in range(1, min(Fg, _BLOCKS[-1]) + 1) if Fg % v == 0]
     return _capped(_BLOCKS[2:], Fg)
 
 
 def _pick_oc(g: ConvGeometry, L: int, options: list[int]) -> int:
-    want = 2 * L if _per_group(g)[1] >= 4 * L else L
+    want = 2 * L if _blocked_channels(g) >= 4 * L else L
     return max([v for v in options if v <= want] or [min(options)])
 
 
@@ -109,11 +127,13 @@ def define_knobs(cfg: Any, g: ConvGeometry, N: int, dtype: str, when: tuple[str,
     oc_options = _oc_options(g)
     oc_bn = _pick_oc(g, L, oc_options)
     budget = _tile_positions(cfg, oc_bn, L)
-    columns, rows, ic_options = _capped(_COLUMNS, OW), _capped(_ROWS, OH), _capped(_BLOCKS, _per_group(g)[0])
+    columns, rows = _capped(_COLUMNS, OW), _capped(_ROWS, OH)
     reg_n = _pick_columns(OW, budget, columns)
     oh_bn = max(v for v in rows if v * reg_n <= budget or v == 1)
     cfg.define_knob("nchwc_oc_bn", first(oc_bn, oc_options), when=when)
-    cfg.define_knob("nchwc_ic_bn", first(_pick_ic(cfg, g, oc_bn, dtype, ic_options), ic_options), when=when)
+    if not _depthwise(g):
+        ic_options = _capped(_BLOCKS, _per_group(g)[0])
+        cfg.define_knob("nchwc_ic_bn", first(_pick_ic(cfg, g, oc_bn, dtype, ic_options), ic_options), when=when)
     cfg.define_knob("nchwc_reg_n", first(reg_n, columns), when=when)
     cfg.define_knob("nchwc_oh_bn", first(oh_bn, rows), when=when)
     cfg.define_knob("nchwc_unroll_kw", first(int(g.kernel[1] <= 8), [1, 0]), when=when)
@@ -129,7 +149,7 @@ def _read_extent(g: ConvGeometry, axis: int) -> int:
 def pack_data(X: te.Tensor, g: ConvGeometry, ic_bn: int) -> te.Tensor:
     """X as N x G*CB x H' x W' x ic_bn, zero outside X and in each group's channel tail."""
     N, _, H, W = X.shape
-    Cg, groups = _per_group(g)[0], g.groups
+    Cg, groups = (g.in_channels, 1) if _depthwise(g) else (_per_group(g)[0], g.groups)
     CB = -(-Cg // ic_bn)
     (pt, pl), zero = g.pad_before, te.const(0, X.dtype)
     Hr, Wr = _read_extent(g, 0), _read_extent(g, 1)
@@ -162,11 +182,27 @@ def pack_kernel(Wt: te.Tensor, ic_bn: int, oc_bn: int) -> te.Tensor:
     return te.compute((FB, CB, KH, KW, ic_bn, oc_bn), elem, name="kernel_vec")
 
 
+def pack_depthwise_kernel(Wt: te.Tensor, bn: int) -> te.Tensor:
+    """W (C x 1 x KH x KW) as C/bn x KH x KW x bn, zero in the channel tail."""
+    C, _, KH, KW = Wt.shape
+    zero = te.const(0, Wt.dtype)
+
+    def elem(cb: Any, ky: Any, kx: Any, ci: Any) -> Any:
+        c = cb * bn + ci
+        return te.if_then_else(c < C, Wt[c, 0, ky, kx], zero) if C % bn else Wt[c, 0, ky, kx]
+
+    return te.compute((-(-C // bn), KH, KW, bn), elem, name="kernel_vec")
+
+
 def blocked_conv(D: te.Tensor, K: te.Tensor, g: ConvGeometry, oc_bn: int) -> te.Tensor:
     """conv[n, fo, y, x, fi] over the packed data and kernel (the group of block fo reads its own
-    channel blocks)."""
+    channel blocks; depthwise: channel block fo of the data, no channel reduction)."""
     N, FB = D.shape[0], K.shape[0]
     (sh, sw), (dh, dw) = g.stride, g.dilation
+    if _depthwise(g):
+        ry, rx = te.reduce_axis((0, K.shape[1]), name="ry"), te.reduce_axis((0, K.shape[2]), name="rx")
+        return te.compute((N, FB, *g.out, oc_bn), lambda n, fo, y, x, fi: te.sum(
+            D[n, fo, y * sh + ry * dh, x * sw + rx * dw, fi] * K[fo, ry, rx, fi], axis=[ry, rx]), name="conv")
     CB, KH, KW, ic_bn = K.shape[1:5]
     per_group = FB // g.groups
     rcb, rci = te.reduce_axis((0, CB), name="rcb"), te.reduce_axis((0, ic_bn), name="rci")
@@ -216,8 +252,9 @@ def _schedule_conv(cfg: Any, s: Schedule, conv: te.Tensor, out: te.Tensor, block
     s[conv].compute_at(s[out], block)
     _, _, cy, cx, cf = s[conv].op.axis
     cxo, cxi = s[conv].split(cx, cfg["nchwc_reg_n"].val)
-    rcb, ry, rx, rci = s[conv].op.reduce_axis
-    s[conv].reorder(cxo, rcb, ry, rx, rci, cy, cxi, cf)
+    reduce = list(s[conv].op.reduce_axis)       # (rcb, ry, rx, rci), or depthwise (ry, rx)
+    rx = reduce[2] if len(reduce) == 4 else reduce[1]
+    s[conv].reorder(cxo, *reduce, cy, cxi, cf)
     if cfg["nchwc_unroll_kw"].val:
         s[conv].unroll(rx)
     s[conv].unroll(cy)
@@ -234,9 +271,12 @@ def _schedule_packing(s: Schedule, D: te.Tensor, K: te.Tensor) -> None:
     _, wi = s[D].split(w, TRANSPOSE_COLUMNS)
     s[D].unroll(wi)
     s[D].unroll(ci)
-    fo, _, ky, kx, ci, fi = K.op.axis
-    s[K].parallel(fo)
+    *_, fi = K.op.axis
     s[K].unroll(fi)
+    if len(K.op.axis) == 4:         # depthwise: C x KH x KW weights, a small transpose
+        return
+    fo, _, ky, kx, ci, _ = K.op.axis
+    s[K].parallel(fo)
     if ky.extent * kx.extent == 1:      # 1x1: the channels are contiguous in W too
         s[K].unroll(s[K].split(ci, max(1, MAX_UNROLLED // fi.extent))[1])
 
@@ -245,8 +285,12 @@ def build(cfg: Any, X: te.Tensor, Wt: te.Tensor, g: ConvGeometry, epilogue: Epil
           extra: Sequence[te.Tensor]) -> tuple[Schedule, te.Tensor]:
     """The NCHW conv2d of X and Wt (epilogue on the local tile) through the blocked layout; `extra`
     (the epilogue's own inputs) are read in place."""
-    oc_bn, ic_bn = cfg["nchwc_oc_bn"].val, cfg["nchwc_ic_bn"].val
-    D, K = pack_data(X, g, ic_bn), pack_kernel(Wt, ic_bn, oc_bn)
+    oc_bn = cfg["nchwc_oc_bn"].val
+    if _depthwise(g):
+        D, K = pack_data(X, g, oc_bn), pack_depthwise_kernel(Wt, oc_bn)
+    else:
+        ic_bn = cfg["nchwc_ic_bn"].val
+        D, K = pack_data(X, g, ic_bn), pack_kernel(Wt, ic_bn, oc_bn)
     conv = blocked_conv(D, K, g, oc_bn)
     out = unpack(conv, g, epilogue)
     s = te.create_schedule(out.op)
