@@ -2,7 +2,7 @@
 the layer (autotune.schedules.cpu.conv2d.ALGORITHMS) against numpy's im2col + sgemm.
 
 The layers are ResNet's 3x3 convs at three depths, a strided 3x3 and a strided 1x1, and a
-MobileNet-V2 depthwise 3x3. Each figure is the best of `--repeat` calls in each of `--rounds`
+MobileNet-V2 depthwise 3x3 with and without stride. Each figure is the best of `--repeat` calls in each of `--rounds`
 rounds (rounds alternate the kernels, so a change in the machine's load hits all of them);
 numpy is timed in the same rounds. Prints GFLOP/s and the ratio to numpy.
 
@@ -33,6 +33,8 @@ LAYERS = [   # label, op, params
                                                    padding=0)),
     ("depthwise 3x3 144 56x56", "conv2d_grouped", dict(N=1, C=144, H=56, W=56, F=144, KH=3, KW=3, stride=1,
                                                        padding=1, dilation=1, groups=144)),
+    ("depthwise 3x3 96 112x112 stride 2", "conv2d_grouped", dict(N=1, C=96, H=112, W=112, F=96, KH=3, KW=3,
+                                                                 stride=2, padding=1, dilation=1, groups=96)),
 ]
 
 

@@ -6,7 +6,8 @@ applied on that tile.
 The knob names and values are those of the templates before algorithms were a knob, so their
 tuning records stay valid. Default rules (each knob's first value), with L the vector lanes of
 the dtype and R the vector registers of the target (32 with AVX-512, else 16):
-  tile_x        the candidate nearest to L (one vector per tile row), capped by OW
+  tile_x        the candidate nearest to L / stride_w (one vector per tile row; a strided vector
+                load gathers from stride_w x tile_x input columns), capped by OW
   tile_y        4 rows, capped by OH (each input row vector serves up to KH output rows)
   tile_f        the most filters of one group (an input vector is reused only by filters of its
                 group) whose tile_f x tile_y x ceil(tile_x / L) accumulators fit in R/2 registers
@@ -49,7 +50,7 @@ def _tile_rules(cfg: Any, g: ConvGeometry, dtype: str) -> tuple[int, int, int, i
     L, facts = lanes(cfg, dtype), cpu_facts(cfg)
     Fg, Cg = g.out_channels // g.groups, g.in_channels // g.groups
     (OH, OW), (KH, KW) = g.out, g.kernel
-    tile_x = closest(L, [min(v, OW) for v in _TILE_X])
+    tile_x = closest(max(1, L // g.stride[1]), [min(v, OW) for v in _TILE_X])
     tile_y = min(max(_TILE_Y), OH)
     accumulators = (32 if facts.vector_bytes == 64 else 16) // 2 // (tile_y * -(-tile_x // L))
     tile_f = max([v for v in _TILE_F if v <= min(Fg, accumulators)] or [1])
