@@ -60,6 +60,7 @@ class ConvGeometry:
     def has_padding(self) -> bool:
         return any(self.pad_before) or any(self.pad_after)
 
+
 # The elementwise tail of a fused conv: (conv value, its NCHW output indices (n, f, y, x)) -> the
 # output value, e.g. bias + relu `lambda v, i: te.maximum(v + bias[i[1]], 0)`. Algorithms apply it
 # to the output tile while it is local, so the pre-activation never reaches memory.
