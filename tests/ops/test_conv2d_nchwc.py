@@ -10,7 +10,6 @@ import pytest
 import autotune
 from autotune.measure.check_data import tolerance
 from autotune.schedules.cpu import conv2d_nchwc as nchwc
-from autotune.schedules.cpu.conv2d import ALGORITHMS
 from autotune.schedules.space import ConfigSpace
 from autotune.target import Target
 from autotune.topi.conv import conv2d_nchw_reference, conv_geometry
@@ -40,7 +39,7 @@ def run_config(task, index, inputs):
     return out
 
 
-CASES = [   # (op, params); every one offers both algorithms
+CASES = [   # (op, params); each offers nchwc and nchw, some also gemm and winograd
     ("conv2d", dict(N=1, C=19, H=9, W=13, F=37, KH=3, KW=3, stride=1, padding=1)),
     ("conv2d", dict(N=2, C=5, H=11, W=17, F=18, KH=3, KW=3, stride=2, padding=1)),
     ("conv2d", dict(N=1, C=37, H=9, W=11, F=19, KH=1, KW=1, stride=2, padding=0)),
@@ -55,11 +54,18 @@ CASES = [   # (op, params); every one offers both algorithms
 ]
 
 
-@pytest.mark.parametrize("op, params", CASES, ids=[f"{op}-{i}" for i, (op, _) in enumerate(CASES)])
-@pytest.mark.parametrize("algorithm", list(ALGORITHMS))
+def offered(op, params):
+    return [e.val for e in autotune.create_task(op, **params).config_space.knobs["algorithm"].entities]
+
+
+# every algorithm a case offers; gemm and winograd have their own tests of many configs
+OFFERED = [(op, params, name) for op, params in CASES for name in offered(op, params)]
+
+
+@pytest.mark.parametrize("op, params, algorithm", OFFERED,
+                         ids=[f"{name}-{op}-{CASES.index((op, params))}" for op, params, name in OFFERED])
 def test_configs_of_each_algorithm_match_numpy(op, params, algorithm):
     task = autotune.create_task(op, **params)
-    assert algorithm in [e.val for e in task.config_space.knobs["algorithm"].entities]
     inputs = task.make_inputs(np.random.default_rng(3))
     x, w = inputs[:2]
     conv = conv2d_nchw_reference(x.astype(np.float64), w.astype(np.float64), params["stride"], params["padding"],
@@ -68,7 +74,7 @@ def test_configs_of_each_algorithm_match_numpy(op, params, algorithm):
         conv = conv + inputs[2][None, :, None, None]
     want = np.maximum(conv, 0) if op == "conv2d_bias_relu" else conv
     rtol, atol = tolerance("float32", task.reduction, {})
-    for index in configs_of(task, algorithm, extra=2):
+    for index in configs_of(task, algorithm, extra=2 if algorithm in ("nchwc", "nchw") else 0):
         got = run_config(task, index, inputs)
         np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, err_msg=f"{op} {task.config(index)}")
 
@@ -92,17 +98,17 @@ def test_a_tail_in_every_block_and_tile(knobs):
     np.testing.assert_allclose(run_config(task, index, inputs), task.reference(inputs)[0], rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("C, F, groups, offered", [
-    (64, 64, 1, ["nchwc", "nchw"]),
-    (32, 64, 4, ["nchwc", "nchw"]),        # 16 filters per group: a full channel vector
-    (32, 32, 8, ["nchw"]),                 # 4 filters per group: too narrow
-    (144, 144, 144, ["nchw"]),             # depthwise: the transposes would cost more than the conv
+@pytest.mark.parametrize("C, F, H, groups, want", [
+    (64, 64, 14, 1, ["winograd", "nchwc", "gemm", "nchw"]),   # 3x3 stride 1: 2.4x fewer multiplies
+    (512, 512, 7, 1, ["gemm", "nchwc", "nchw", "winograd"]),  # 1.4x fewer only; weights >> input
+    (32, 64, 14, 4, ["nchwc", "gemm", "nchw"]),        # 16 filters per group: a full channel vector
+    (32, 32, 14, 8, ["gemm", "nchw"]),                 # 4 filters per group: too narrow for nchwc
+    (144, 144, 14, 144, ["nchw"]),             # depthwise: the transposes would cost more than the conv
 ])
-def test_algorithms_offered_and_the_default_first(C, F, groups, offered):
-    task = autotune.create_task("conv2d_grouped", N=1, C=C, H=14, W=14, F=F, KH=3, KW=3, stride=1, padding=1,
-                                dilation=1, groups=groups)
-    assert [e.val for e in task.config_space.knobs["algorithm"].entities] == offered
-    assert task.config(0)["algorithm"].val == offered[0]
+def test_algorithms_offered_and_the_default_first(C, F, H, groups, want):
+    params = dict(N=1, C=C, H=H, W=H, F=F, KH=3, KW=3, stride=1, padding=1, dilation=1, groups=groups)
+    assert offered("conv2d_grouped", params) == want
+    assert autotune.create_task("conv2d_grouped", **params).config(0)["algorithm"].val == want[0]
 
 
 def test_a_strided_depthwise_conv_is_blocked_by_default():

@@ -4,11 +4,20 @@ the fused conv templates in `conv.py` share. The computes live in `autotune.topi
 
 The algorithm is a knob: ALGORITHMS maps each name to its module (`conv2d_<name>.py`: APPLIES,
 define_knobs, build), and a template offers the algorithms whose APPLIES holds for its geometry,
-each with its own knobs (read only under that algorithm). The rule for the default: the first
-applicable algorithm in ALGORITHMS' order, i.e. "nchwc" (blocked channels, vectorised along
-output channels: every output column is a full vector on any layer) wherever it applies, else
-"nchw" (vectorised along the output width, which narrow deep layers leave short). The rules of
-each algorithm's own knobs are in its module docstring.
+each with its own knobs (read only under that algorithm). The tuner picks per layer; the
+default (the knob's first value) is the first applicable algorithm in this order, a rule on the
+layer's arithmetic and data volumes:
+  "winograd"  first when it saves at least WINOGRAD_SAVING times the multiplies of a direct conv
+              (`conv2d_winograd.multiply_saving`, kernel transform included): its input and output
+              transforms run below GEMM speed and eat about half of the saving
+  "gemm"      next when the weights outweigh the input (F*C/g*KH*KW > N*C*H*W, deep narrow layers):
+              it reads the weights in place, where "nchwc" repacks them on every call
+  "nchwc"     blocked channels, vectorised along output channels: every output column is a
+              full vector whatever the image width
+  "gemm"      im2col panels through the matmul micro-kernel (when not placed above)
+  "nchw"      vectorised along the output width; the one for stride-1 depthwise layers, where
+              the blocked layout's transposes cost more than the conv
+The rules of each algorithm's own knobs are in its module docstring.
 
 "conv2d" keeps its parameters, so its workload keys stay valid; records made before the
 algorithm knob existed load as algorithm "nchw" with their knobs (and "parallel", which "conv2d"
@@ -28,10 +37,10 @@ from ...topi import conv as topi_conv
 from ...topi.conv import ConvGeometry, Epilogue
 from ..schedule import Schedule
 from ..task import template
-from . import conv2d_nchw as nchw, conv2d_nchwc as nchwc
+from . import conv2d_gemm as gemm, conv2d_nchw as nchw, conv2d_nchwc as nchwc, conv2d_winograd as winograd
 
-# name -> module, in the order of preference of the default rule
-ALGORITHMS: dict[str, ModuleType] = {"nchwc": nchwc, "nchw": nchw}
+ALGORITHMS: dict[str, ModuleType] = {"winograd": winograd, "nchwc": nchwc, "gemm": gemm, "nchw": nchw}
+WINOGRAD_SAVING = 2.0
 
 
 def conv2d_nchw(X: te.Tensor, Wt: te.Tensor, stride: Any, padding: Any, name: str = "Y") -> tuple[te.Tensor, te.Tensor]:
@@ -52,10 +61,21 @@ def nchw_geometry(op: str, N: int, C: int, H: int, W: int, F: int, KH: int, KW: 
     return topi_conv.conv_geometry(op, C, F, (H, W), (KH, KW), stride, padding, dilation, groups)
 
 
+def algorithm_order(g: ConvGeometry, N: int) -> list[str]:
+    """The algorithms that apply to this layer, the default rule's pick first (module docstring)."""
+    names = [name for name, module in ALGORITHMS.items() if module.APPLIES(g)]
+    if "winograd" in names and winograd.multiply_saving(g, N) < WINOGRAD_SAVING:
+        names.append(names.pop(names.index("winograd")))
+    weights = g.out_channels * g.in_channels // g.groups * g.kernel[0] * g.kernel[1]
+    if "gemm" in names and names[0] != "winograd" and weights > N * g.in_channels * g.spatial[0] * g.spatial[1]:
+        names.insert(0, names.pop(names.index("gemm")))
+    return names
+
+
 def define_algorithms(cfg: Any, g: ConvGeometry, N: int, dtype: str) -> None:
     """The "algorithm" knob over the algorithms that apply (the default rule's pick first), then
     each one's knobs, read only under it."""
-    names = [name for name, module in ALGORITHMS.items() if module.APPLIES(g)]
+    names = algorithm_order(g, N)
     cfg.define_knob("algorithm", names, absent="nchw")
     for name in names:
         ALGORITHMS[name].define_knobs(cfg, g, N, dtype, when=("algorithm", (name,)))

@@ -49,11 +49,8 @@ from typing import Any
 from ... import te
 from ...dtype import dtype_info
 from ...schedules.schedule import Schedule
-from ...topi.conv import ConvGeometry
+from ...topi.conv import ConvGeometry, Epilogue
 from . import rules
-
-# (conv value, its NCHW output indices (n, f, y, x)) -> the output value (bias, activation)
-Epilogue = Callable[[te.Expr, tuple[te.Expr, te.Expr, te.Expr, te.Expr]], te.Expr]
 
 ROWS = (1, 2, 4, 6, 8, 12, 16)
 ORDERS = ("panels", "filters")

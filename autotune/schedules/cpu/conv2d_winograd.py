@@ -28,19 +28,17 @@ Default rule (a knob's first value; the other values keep a fixed ascending orde
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from ... import te
 from ...dtype import dtype_info
 from ...errors import InstantiationError
 from ...schedules.schedule import Schedule
-from ...te.expr import Expr
 from ...topi import winograd as topi_wino
-from ...topi.conv import ConvGeometry
+from ...topi.conv import ConvGeometry, Epilogue
 from .rules import cpu_facts, first, lanes, largest_fitting
 
-Epilogue = Callable[[Expr, tuple[Expr, Expr, Expr, Expr]], Expr]
 TILE_SIZES = (2, 4)
 TILE_ROWS = (1, 2, 4, 6, 8, 12)
 UNROLL_C = (1, 2, 4, 8)
@@ -48,8 +46,17 @@ KERNEL_CHUNKS = (0, 8, 16, 32, 64)
 
 
 def APPLIES(g: ConvGeometry) -> bool:
-    """3x3 stride 1, dilation 1, one group (the kernel size is checked by build)."""
-    return g.stride == (1, 1) and g.dilation == (1, 1) and g.groups == 1
+    """3x3 stride 1, dilation 1, one group."""
+    return g.kernel == (3, 3) and g.stride == (1, 1) and g.dilation == (1, 1) and g.groups == 1
+
+
+def multiply_saving(g: ConvGeometry, N: int) -> float:
+    """Direct multiplies over Winograd's (GEMMs plus the kernel transform, G g G^T) per pair of
+    input and output channels, at the default m: what the dispatcher's default rule weighs."""
+    m = _default_m(g)
+    th, tw = _tiles(g, m)
+    kernel_transform = 9 * (m + 2) + 3 * (m + 2) ** 2
+    return 9 * N * g.out[0] * g.out[1] / ((m + 2) ** 2 * N * th * tw + kernel_transform)
 
 
 def _tiles(g: ConvGeometry, m: int) -> tuple[int, int]:
@@ -85,10 +92,10 @@ def build(cfg: Any, X: te.Tensor, Wt: te.Tensor, g: ConvGeometry, epilogue: Epil
           extra: Sequence[te.Tensor]) -> tuple[Schedule, te.Tensor]:
     """The NCHW output of the conv with `epilogue` applied, and its schedule. `extra` (the
     epilogue's own inputs) needs no stage: the epilogue reads them where it runs."""
-    N, (F, _, KH, KW) = X.shape[0], Wt.shape
-    if (KH, KW) != (3, 3) or not APPLIES(g):
-        raise InstantiationError(f"conv2d winograd: needs a 3x3 kernel, stride 1, dilation 1 and one group; "
-                                 f"got {KH}x{KW}, stride {g.stride}, dilation {g.dilation}, groups {g.groups}")
+    N, F = X.shape[0], Wt.shape[0]
+    if not APPLIES(g):
+        raise InstantiationError(f"conv2d winograd: needs a 3x3 kernel, stride 1, dilation 1 and one group; got "
+                                 f"kernel {g.kernel}, stride {g.stride}, dilation {g.dilation}, groups {g.groups}")
     m = cfg["winograd_m"].val
     vec = lanes(cfg, X.dtype)
     bf = min(cfg["winograd_tile_f"].val, -(-F // vec) * vec)
