@@ -1,7 +1,9 @@
 """Timing shared by the benchmark scripts (imported as a sibling module: run them as
 `python benchmarks/<name>.py`)."""
+import math
 import time
-from typing import Any, Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -15,3 +17,13 @@ def seconds(fn: Callable[[], Any], repeat: int) -> float:
         fn()
         times.append(time.perf_counter() - t)
     return float(np.median(times))
+
+
+def interleaved(fns: Sequence[Callable[[], Any]], repeat: int, rounds: int = 3) -> list[float]:
+    """Seconds per call of each function: the best of `rounds` medians (`seconds`), the functions
+    taking turns within each round, so a burst of load from other processes on this machine hits
+    all of them alike and is mostly filtered out."""
+    best = [math.inf] * len(fns)
+    for _ in range(rounds):
+        best = [min(b, seconds(fn, repeat)) for b, fn in zip(best, fns)]
+    return best
