@@ -12,10 +12,11 @@ onnxruntime on every shape of benchmarks/generalization_cases.py, measured in on
 3. timed in this process, interleaved: each pass's best kernel (`autotune.load`), numpy and a
    one-node onnxruntime model (benchmarks/references.py). Per implementation: the fastest of
    5 x n calls, in 5 rounds taking turns with the others, n calls per round after a warm-up call
-   (benchmarks/timing.py), n sized to ~0.1 s. Not the median: where other processes share the
-   cores, a 2-thread kernel whose second thread is descheduled waits for it at every barrier,
-   and medians of whole rounds measured 3 to 100x slower than the same code on a quiet core pair
-   (numpy's sgemm, the tuned kernels); the fastest call is what the code does when it runs.
+   (benchmarks/timing.py), n in [5, 50] sized to ~0.1 s of numpy's fastest call. Not the median:
+   where other processes share the cores, a 2-thread kernel whose second thread is descheduled
+   waits for it at every barrier, and medians of whole rounds measured 3 to 100x slower than the
+   same code on a quiet core pair (numpy's sgemm, the tuned kernels); the fastest call is what
+   the code does when it runs.
 
 Columns: the pass-1 kernel's GFLOP/s, x numpy, x onnxruntime; t90 = trials until the best so far
 is within 90% of the shape's best throughput (the best tuner-measured time of either pass); the
@@ -156,7 +157,7 @@ def time_case(case: Case, dbs: dict[str, Path]) -> tuple[dict[str, float], bool]
         if not np.allclose(run(), want, rtol=1e-3, atol=atol):
             print(f"  WARNING {case.name}: {label} differs from numpy by up to {np.max(np.abs(run() - want)):.3g}")
             ok = False
-    repeat = int(min(25, max(3, 0.1 / seconds(runs["numpy"], 1, np.min))))
+    repeat = int(min(50, max(5, 0.1 / seconds(runs["numpy"], 5, np.min))))
     return dict(zip(runs, interleaved(list(runs.values()), repeat, ROUNDS, np.min))), ok
 
 
