@@ -16,7 +16,6 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import platform
 import sys
@@ -29,7 +28,7 @@ import numpy as np
 
 import autotune
 from fused_chain import relu_mul_add, relu_mul_add_reference
-from timing import seconds
+from timing import interleaved, seconds
 
 QUICK = "--quick" in sys.argv
 CHAIN_N = 1 << (12 if QUICK else 24)
@@ -63,16 +62,7 @@ def compare(op: str, kernel: Any, inputs: list[np.ndarray], numpy_fn: Callable[[
     err = float(np.max(np.abs(outs[0] - want)))
     if not np.allclose(outs[0], want, rtol=1e-3, atol=1e-3):
         print(f"  WARNING {op}: tuned output differs from numpy by up to {err:.3g}")
-    return interleaved(lambda: kernel(*inputs, out=outs), numpy_fn, args.repeat)
-
-
-def interleaved(fn: Callable[[], Any], numpy_fn: Callable[[], Any], repeat: int, rounds: int = 3) -> tuple[float, float]:
-    """(seconds of fn, seconds of numpy_fn): the best of `rounds` alternating medians, so a burst
-    of load from other processes on this machine hits both sides alike and is mostly filtered out."""
-    t, t_np = math.inf, math.inf
-    for _ in range(rounds):
-        t = min(t, seconds(fn, repeat))
-        t_np = min(t_np, seconds(numpy_fn, repeat))
+    t, t_np = interleaved([lambda: kernel(*inputs, out=outs), numpy_fn], args.repeat)
     return t, t_np
 
 

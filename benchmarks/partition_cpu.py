@@ -23,7 +23,7 @@ import numpy as np
 
 import autotune
 import autotune.ir.lower as lowering
-from autotune.codegen import target_key
+from autotune.target import Target
 from timing import seconds
 
 PARTITION = lowering.partition_loops
@@ -76,7 +76,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="small sizes, to check that the script runs")
     args = ap.parse_args()
     q = args.quick
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; {target_key()}")
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; {Target.host().key}")
     print(f"threads: {os.environ.get('AUTOTUNE_NUM_THREADS', 'every core')}; "
           f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
           f"median of {args.rounds} rounds x {args.repeat} calls")

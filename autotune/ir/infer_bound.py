@@ -87,6 +87,19 @@ def _const_value(e: Expr) -> int | None:
     return cast(int, s.value) if isinstance(s, Const) else None   # index expressions are int
 
 
+def _index_bound(idx: Expr, relax: dict[Var, tuple[Expr, Expr]], leaf_values: dict[Var, Expr] | None,
+                 inner_relax: dict[Var, tuple[Expr, Expr]]) -> tuple[Expr, Expr] | None:
+    """[lo, hi] of one index a consumer reads. Read by the attach stage itself, the index is first
+    written in that stage's loop variables and simplified: an axis fused and split again, as in
+    `(p // w) * w + p % w`, then spans the tile of p, where bounding each root variable on its own
+    (`relax`) spans whole rows of w."""
+    if leaf_values is not None:
+        b = symbolic_bound(simplify_expr(substitute(idx, leaf_values)), inner_relax, _const_value)
+        if b is not None:
+            return b
+    return symbolic_bound(idx, relax, _const_value)
+
+
 class BoundInference:
     """Computes and holds the root ranges and loop extents of every non-inline stage."""
 
@@ -159,9 +172,11 @@ class BoundInference:
             if not loads:
                 continue
             relax = self._consumer_relax(st, consumer, parent, pos, inner_relax)
+            leaf_values = ({iv.var: v for iv, v in self.root_values(parent).items()} if consumer is parent
+                           else None)
             for load in loads:
                 for d, idx in enumerate(load.indices):
-                    b = symbolic_bound(idx, relax, _const_value)
+                    b = _index_bound(idx, relax, leaf_values, inner_relax)
                     if b is None:
                         return [(Const(0, "int32"), Const(n - 1, "int32")) for n in st.op.shape]
                     cur = region[d]

@@ -1,2 +1,2 @@
 """Compute definitions of the op library (te only), like TVM's topi."""
-from . import conv, elementwise, movement, nn, pooling, reduction  # noqa: F401
+from . import conv, elementwise, movement, nn, pooling, reduction, winograd  # noqa: F401

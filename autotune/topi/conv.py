@@ -16,7 +16,7 @@ stride and dilation are an int or a pair (h, w); padding an int, a pair (h, w) o
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,9 +40,15 @@ def _ints(op: str, what: str, value: Any, lengths: tuple[int, ...], dims: int) -
 class ConvGeometry:
     """The checked hyper-parameters of a conv over `dims` spatial axes and its output size.
 
-    pad_before / pad_after per spatial axis; groups divides both channel counts.
+    pad_before / pad_after per spatial axis; groups divides both channel counts. The channel
+    counts, input size and kernel size are here too: a conv algorithm decides from this alone
+    whether it applies and what its default knobs are.
     """
 
+    in_channels: int
+    out_channels: int
+    spatial: tuple[int, ...]
+    kernel: tuple[int, ...]
     stride: tuple[int, ...]
     pad_before: tuple[int, ...]
     pad_after: tuple[int, ...]
@@ -53,6 +59,17 @@ class ConvGeometry:
     @property
     def has_padding(self) -> bool:
         return any(self.pad_before) or any(self.pad_after)
+
+    @property
+    def depthwise(self) -> bool:
+        """One input and one output channel per group (groups == C == F)."""
+        return self.groups == self.in_channels == self.out_channels
+
+
+# The elementwise tail of a fused conv: (conv value, its NCHW output indices (n, f, y, x)) -> the
+# output value, e.g. bias + relu `lambda v, i: te.maximum(v + bias[i[1]], 0)`. Algorithms apply it
+# to the output tile while it is local, so the pre-activation never reaches memory.
+Epilogue = Callable[[te.Expr, tuple[te.Expr, te.Expr, te.Expr, te.Expr]], te.Expr]
 
 
 def conv_geometry(op: str, C: int, F: int, spatial: Sequence[int], kernel: Sequence[int], stride: Any,
@@ -79,7 +96,7 @@ def conv_geometry(op: str, C: int, F: int, spatial: Sequence[int], kernel: Seque
             raise ValueError(f"{op}: kernel {'x'.join(map(str, kernel))} (dilated extent {span}) is larger than "
                              f"the padded input {size + lo + hi}")
         out.append((size + lo + hi - span) // s + 1)
-    return ConvGeometry(st, before, after, dl, groups, tuple(out))
+    return ConvGeometry(C, F, tuple(spatial), tuple(kernel), st, before, after, dl, groups, tuple(out))
 
 
 # ---- te computes -------------------------------------------------------------------------------
@@ -157,22 +174,27 @@ def _check_group_channels(op: str, C: int, Cg: int, groups: int, Wt: te.Tensor) 
                          f"needs {Cg * groups} channels, got {C}")
 
 
-def bias_add(Y: te.Tensor, bias: te.Tensor, axis: int, relu: bool = False, name: str = "out") -> te.Tensor:
-    """Y + bias broadcast along `axis` (the channel axis), then relu if asked: the conv epilogue."""
-    zero = te.const(0, Y.dtype)
+def bias_epilogue(bias: te.Tensor, relu: bool = False) -> Epilogue:
+    """+ bias[f], then relu if asked: the epilogue of conv2d_bias_relu and of conv2d_bn."""
+    zero = te.const(0, bias.dtype)
 
-    def elem(*i: Any) -> Any:
-        v = Y[i] + bias[i[axis]]
+    def epilogue(v: te.Expr, i: tuple[te.Expr, te.Expr, te.Expr, te.Expr]) -> te.Expr:
+        v = v + bias[i[1]]
         return te.maximum(v, zero) if relu else v
 
-    return te.compute(Y.shape, elem, name=name)
+    return epilogue
+
+
+def apply_epilogue(Y: te.Tensor, epilogue: Epilogue, name: str = "out") -> te.Tensor:
+    """The epilogue as its own pointwise stage over the NCHW conv Y."""
+    return te.compute(Y.shape, lambda *i: epilogue(Y[i], i), name=name)
 
 
 def conv2d_bias_relu(X: te.Tensor, Wt: te.Tensor, bias: te.Tensor, stride: Any = 1, padding: Any = 0,
                      dilation: Any = 1, groups: int = 1) -> tuple[te.Tensor, te.Tensor, te.Tensor]:
     """(pad, conv, out): out = relu(conv2d_nchw(X, W) + bias[f])."""
     P, Y = conv2d_nchw(X, Wt, stride, padding, dilation, groups, name="conv")
-    return P, Y, bias_add(Y, bias, 1, relu=True)
+    return P, Y, apply_epilogue(Y, bias_epilogue(bias, relu=True))
 
 
 def conv2d_bn(X: te.Tensor, Wf: te.Tensor, bf: te.Tensor, stride: Any = 1, padding: Any = 0,
@@ -180,7 +202,7 @@ def conv2d_bn(X: te.Tensor, Wf: te.Tensor, bf: te.Tensor, stride: Any = 1, paddi
     """(pad, conv, out): conv2d with batch norm folded in, out = conv2d_nchw(X, W') + b'[f]
     where (W', b') = fold_batch_norm(W, b, mean, var, gamma, beta, eps)."""
     P, Y = conv2d_nchw(X, Wf, stride, padding, dilation, groups, name="conv")
-    return P, Y, bias_add(Y, bf, 1)
+    return P, Y, apply_epilogue(Y, bias_epilogue(bf))
 
 
 def bias_gelu(C: te.Tensor, bias: te.Tensor, name: str = "Y") -> te.Tensor:

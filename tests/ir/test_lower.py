@@ -53,6 +53,19 @@ def test_compute_at_infers_the_region_of_the_attach_loop():
     assert "allocate B[float32 x 9] in local" in text     # 7 columns + a halo of 2
 
 
+def test_compute_at_a_fused_and_split_axis_takes_the_tile_not_whole_rows():
+    """C reads B at the flat index y*7 + x; attached in a tile of 16 of the fused (y, x), B's
+    region is those 16 elements: y and x bounded each on its own would give 3 rows of 7 and more."""
+    A = te.placeholder((5, 49), name="A")
+    B = te.compute((5, 64), lambda c, p: A[c, te.minimum(p, 48)] * 2.0, name="B")
+    C = te.compute((5, 7, 7), lambda c, y, x: B[c, y * 7 + x], name="C")
+    s = te.create_schedule(C.op)
+    _, y, x = C.op.axis
+    po, _ = s[C].split(s[C].fuse(y, x), 16)
+    s[B].compute_at(s[C], po)
+    assert "allocate B[float32 x 16] in local" in str(autotune.lower(s, [A, C]))
+
+
 def test_vectorized_tail_is_versioned_not_scalarized():
     A, B = _vadd(10)
     s = te.create_schedule(B.op)

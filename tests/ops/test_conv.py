@@ -120,10 +120,13 @@ def test_hyper_parameters_are_canonical():
 
 
 def test_conv2d_keeps_its_workload_key_and_knobs():
-    """Records tuned before dilation and groups existed stay valid."""
+    """Records tuned before dilation, groups and the algorithm knob existed stay valid: the old
+    knobs are those of algorithm "nchw" (tests/ops/test_conv2d_nchwc.py loads such a record)."""
     t = autotune.create_task("conv2d", N=1, C=3, H=8, W=8, F=4, KH=3, KW=3, stride=1, padding=1)
     assert t.workload_key == "conv2d(N=1,C=3,H=8,W=8,F=4,KH=3,KW=3,stride=1,padding=1)float32"
-    assert list(t.config_space.knobs) == ["tile_f", "tile_y", "tile_x", "tile_rc", "reduce_order", "unroll_kw", "pad"]
+    nchw = [n for n, k in t.config_space.knobs.items() if k.when == ("algorithm", ("nchw",))]
+    assert nchw == ["tile_f", "tile_y", "tile_x", "tile_rc", "reduce_order", "unroll_kw", "pad", "parallel"]
+    assert (t.config_space.knobs["algorithm"].absent, t.config_space.knobs["parallel"].absent) == ("nchw", "fused")
 
 
 # ---- random configs of every template -----------------------------------------------------------

@@ -15,7 +15,7 @@ from ... import te
 from ...dtype import dtype_info
 from ...topi import conv as topi_conv, elementwise as topi_elementwise
 from ..task import template
-from .conv2d import define_nchw_knobs, nchw_geometry, schedule_nchw
+from .conv2d import conv2d_nchw_schedule, nchw_geometry
 from .matmul import _matmul_body
 from .rules import ascending_first, cpu_facts, enough_chunks, first, largest_fitting, register_tile
 
@@ -173,26 +173,19 @@ def _bn_reference(x, w_folded, b_folded, stride, padding, dilation, groups, **_)
     return (y + b_folded[None, :, None, None]).astype(x.dtype)
 
 
-def _nchw_epilogue(cfg, op: str, fused, N, C, H, W, F, KH, KW, stride, padding, dilation, groups, dtype):
-    """The NCHW conv schedule with the conv tile local and `fused`'s epilogue on it."""
+def _nchw_epilogue(cfg, op: str, relu: bool, N, C, H, W, F, KH, KW, stride, padding, dilation, groups, dtype):
+    """The conv by the algorithm knob with + bias (and relu) applied to its local output tile."""
     g = nchw_geometry(op, N, C, H, W, F, KH, KW, stride, padding, dilation, groups)
-    OH, OW = g.out
-    define_nchw_knobs(cfg, F, OH, OW, C // groups)
-    X = te.placeholder((N, C, H, W), dtype, name="X")
-    Wt = te.placeholder((F, C // groups, KH, KW), dtype, name="W")
     bias = te.placeholder((F,), dtype, name="bias")
-    P, Y, out = fused(X, Wt, bias, stride, padding, dilation, groups)
-    s = te.create_schedule(out.op)
-    schedule_nchw(cfg, s, P, Y, out, g.has_padding, KW, cfg["parallel"].val)
-    return s, [X, Wt, bias, out]
+    return conv2d_nchw_schedule(cfg, g, N, dtype, topi_conv.bias_epilogue(bias, relu), (bias,))
 
 
 @template("conv2d_bias_relu", reference=_bias_relu_reference,
           description="relu(conv2d NCHW + bias) in one kernel, with stride, padding, dilation and groups")
 def conv2d_bias_relu_template(cfg, N: int, C: int, H: int, W: int, F: int, KH: int, KW: int, stride: Any,
                               padding: Any, dilation: Any, groups: int, dtype: str = "float32"):
-    """The conv2d schedule; bias and relu applied to the local output tile."""
-    return _nchw_epilogue(cfg, "conv2d_bias_relu", topi_conv.conv2d_bias_relu, N, C, H, W, F, KH, KW, stride,
+    """The conv by the algorithm knob; bias and relu applied to the local output tile."""
+    return _nchw_epilogue(cfg, "conv2d_bias_relu", True, N, C, H, W, F, KH, KW, stride,
                           padding, dilation, groups, dtype)
 
 
@@ -201,8 +194,8 @@ def conv2d_bias_relu_template(cfg, N: int, C: int, H: int, W: int, F: int, KH: i
                       "(inputs X, W', b' from fold_batch_norm), one kernel")
 def conv2d_bn_template(cfg, N: int, C: int, H: int, W: int, F: int, KH: int, KW: int, stride: Any,
                        padding: Any, dilation: Any, groups: int, dtype: str = "float32"):
-    """The conv2d schedule; the folded batch-norm shift added to the local output tile."""
-    return _nchw_epilogue(cfg, "conv2d_bn", topi_conv.conv2d_bn, N, C, H, W, F, KH, KW, stride, padding,
+    """The conv by the algorithm knob; the folded batch-norm shift added to the local output tile."""
+    return _nchw_epilogue(cfg, "conv2d_bn", False, N, C, H, W, F, KH, KW, stride, padding,
                           dilation, groups, dtype)
 
 

@@ -1,0 +1,120 @@
+"""conv2d computed directly in NCHW on the CPU, vectorised along the output width: the conv
+algorithm "nchw" (any geometry). Each output tile (filters x rows x columns) accumulates in a
+local buffer at the tile loop over (channel block, kh, kw, channel); the epilogue, if any, is
+applied on that tile.
+
+The knob names and values are those of the templates before algorithms were a knob, so their
+tuning records stay valid. Default rules (each knob's first value), with L the vector lanes of
+the dtype and R the vector registers of the target (32 with AVX-512, else 16):
+  tile_x        the candidate nearest to L / stride_w (one vector per tile row; a strided vector
+                load gathers from stride_w x tile_x input columns), capped by OW
+  tile_y        4 rows, capped by OH (each input row vector serves up to KH output rows)
+  tile_f        the most filters of one group (an input vector is reused only by filters of its
+                group) whose tile_f x tile_y x ceil(tile_x / L) accumulators fit in R/2 registers
+                (LLVM unrolls the tile loops it can keep in registers)
+  tile_rc       the largest candidate dividing C/groups whose weight block tile_f x tile_rc x KH x
+                KW fits in a quarter of the L1 data cache; the largest fitting one otherwise
+  reduce_order  rc_outer (the kernel window walks the input rows of one channel block)
+  unroll_kw     1 (a kernel row of at most 8 taps as straight-line code)
+  pad           root (a padded copy, read without bounds checks) when at least L filters read each
+                input channel; inline when fewer (depthwise): the copy would cost what the conv does
+  parallel      fused (n, filter tiles, row tiles): the most parallel work
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ... import te
+from ...dtype import dtype_info
+from ...topi import conv as topi_conv
+from ...topi.conv import ConvGeometry, Epilogue
+from ..schedule import Schedule
+from .rules import closest, cpu_facts, first, lanes, split_first
+
+_TILE_F = (1, 2, 4, 8, 16)
+_TILE_Y = (1, 2, 4)
+_TILE_X = (8, 14, 16, 28, 32, 56)
+_TILE_RC = (1, 4, 8, 16, 32)
+
+
+def applies(g: ConvGeometry) -> bool:
+    return True
+
+
+APPLIES = applies
+
+
+def _tile_rules(cfg: Any, g: ConvGeometry, dtype: str) -> tuple[int, int, int, int]:
+    """(tile_f, tile_y, tile_x, tile_rc) by the rules in the module docstring."""
+    L, facts = lanes(cfg, dtype), cpu_facts(cfg)
+    Fg, Cg = g.out_channels // g.groups, g.in_channels // g.groups
+    (OH, OW), (KH, KW) = g.out, g.kernel
+    tile_x = closest(max(1, L // g.stride[1]), [min(v, OW) for v in _TILE_X])
+    tile_y = min(max(_TILE_Y), OH)
+    accumulators = (32 if facts.vector_bytes == 64 else 16) // 2 // (tile_y * -(-tile_x // L))
+    tile_f = max([v for v in _TILE_F if v <= min(Fg, accumulators)] or [1])
+    block = tile_f * KH * KW * dtype_info(dtype).bytes
+    fitting = [v for v in _TILE_RC if v <= Cg and v * block <= facts.l1d_bytes // 4] or [1]
+    exact = [v for v in fitting if Cg % v == 0]
+    return tile_f, tile_y, tile_x, max(exact or fitting)
+
+
+def define_knobs(cfg: Any, g: ConvGeometry, N: int, dtype: str, when: tuple[str, tuple[str, ...]]) -> None:
+    """The output tile, channel split, reduction order, kw unroll, padding placement, parallel loop."""
+    (OH, OW), Cg = g.out, g.in_channels // g.groups
+    tile_f, tile_y, tile_x, tile_rc = _tile_rules(cfg, g, dtype)
+    pad = "root" if g.out_channels // g.groups >= lanes(cfg, dtype) else "inline"
+    cfg.define_split("tile_f", g.out_channels, 2, policy="candidate",
+                     candidate=split_first(tile_f, g.out_channels, _TILE_F), when=when)
+    cfg.define_split("tile_y", OH, 2, policy="candidate", candidate=split_first(tile_y, OH, _TILE_Y), when=when)
+    cfg.define_split("tile_x", OW, 2, policy="candidate", candidate=split_first(tile_x, OW, _TILE_X), when=when)
+    cfg.define_split("tile_rc", Cg, 2, policy="candidate", candidate=split_first(tile_rc, Cg, _TILE_RC),
+                     when=when)
+    cfg.define_knob("reduce_order", ["rc_outer", "kernel_outer"], when=when)
+    cfg.define_knob("unroll_kw", [1, 0], when=when)
+    cfg.define_knob("pad", first(pad, ["inline", "root"]), when=when)
+    cfg.define_knob("parallel", ["fused", "outer"], when=when, absent="fused")
+
+
+def schedule_nchw(cfg: Any, s: Schedule, P: te.Tensor, Y: te.Tensor, out: te.Tensor, padded: bool,
+                  KW: int) -> None:
+    """Each output tile accumulates in a local buffer at the tile loop; `out` is Y itself
+    (Y then gets a local cache) or a pointwise epilogue of Y (Y is then the local tile)."""
+    if cfg["pad"].val == "inline" or not padded:
+        s[P].compute_inline()
+    else:
+        pn, pc, _, _ = P.op.axis
+        s[P].parallel(s[P].fuse(pn, pc))
+    CC = s.cache_write(Y, "local") if out is Y else Y
+    n, f, y, x = out.op.axis
+    fo, fi = cfg["tile_f"].apply(s, out, f)
+    yo, yi = cfg["tile_y"].apply(s, out, y)
+    xo, xi = cfg["tile_x"].apply(s, out, x)
+    s[out].reorder(n, fo, yo, xo, fi, yi, xi)
+    s[CC].compute_at(s[out], xo)
+    _, cf, cy, cx = s[CC].op.axis
+    rc, ry, rx = s[CC].op.reduce_axis
+    rco, rci = cfg["tile_rc"].apply(s, CC, rc)
+    if cfg["reduce_order"].val == "rc_outer":
+        s[CC].reorder(rco, ry, rx, rci, cf, cy, cx)
+    else:
+        s[CC].reorder(ry, rx, rco, rci, cf, cy, cx)
+    if cfg["unroll_kw"].val and KW <= 8:
+        s[CC].unroll(rx)
+    s[CC].vectorize(cx)
+    s[out].vectorize(xi)
+    s[out].parallel(s[out].fuse(n, fo, yo) if cfg["parallel"].val == "fused" else s[out].fuse(n, fo))
+
+
+def build(cfg: Any, X: te.Tensor, Wt: te.Tensor, g: ConvGeometry, epilogue: Epilogue | None,
+          extra: Sequence[te.Tensor]) -> tuple[Schedule, te.Tensor]:
+    """The direct NCHW conv (pad stage, local tile), the epilogue as a pointwise stage on the tile;
+    `extra` (the epilogue's own inputs) are read in place."""
+    padding = (*g.pad_before, *g.pad_after)
+    P, Y = topi_conv.conv2d_nchw(X, Wt, g.stride, padding, g.dilation, g.groups,
+                                 name="Y" if epilogue is None else "conv")
+    out = Y if epilogue is None else topi_conv.apply_epilogue(Y, epilogue)
+    s = te.create_schedule(out.op)
+    schedule_nchw(cfg, s, P, Y, out, g.has_padding, g.kernel[1])
+    return s, out

@@ -1,0 +1,300 @@
+"""conv2d in the blocked NCHW[x]c layout on the CPU, vectorised along output channels (the shape of
+TVM's x86 conv2d_NCHWc and oneDNN's nChw16c): the conv algorithm "nchwc", one kernel of four stages
+
+  data_vec    X as N x G*CB x H' x W' x ic_bn, zero-padded spatially (H' x W': what the conv reads)
+              and in each group's channel tail (CB = ceil(C/G / ic_bn) blocks per group, G groups)
+  kernel_vec  W as F/oc_bn x CB x KH x KW x ic_bn x oc_bn, zero in the channel tails
+  conv        N x F/oc_bn x OH x OW x oc_bn, into a local buffer per (n, oc block, oh_bn rows), the
+              parallel loop: a register tile of oh_bn rows x reg_n columns x oc_bn channels (oc_bn/L
+              vectors each) accumulates over the ic blocks, kh, kw (unrollable) and ic_bn
+  out         NCHW, read from that local block with the epilogue applied
+The zero tails keep the inner loops free of branches, so F and C need not be multiples of the
+blocks; with groups, oc_bn divides F/G so that no output block straddles two groups. The repacks
+and the unpack are transposes; their inner blocks are unrolled into scalar accesses at constant
+offsets, which LLVM's SLP vectoriser turns into vector loads, shuffles and stores (a vectorised
+loop would gather one element at a time: measured 2x slower on the 3x3 weight repacks).
+
+Depthwise convs (groups == C == F) have no channel reduction: channels are blocked by oc_bn
+(data_vec N x C/oc_bn x H' x W' x oc_bn, kernel_vec C/oc_bn x KH x KW x oc_bn) and the tile
+accumulates over kh x kw only.
+
+APPLIES: groups == 1; grouped convs with at least MIN_GROUP_VECTOR filters per group (narrower
+groups would give a channel vector shorter than NCHW's vector along the width); depthwise convs
+with a stride. A stride-1 depthwise conv is left to "nchw": with 9 multiply-adds per output the
+two transposes cost more than the conv (MobileNet-V2's 144-channel 56x56 layer, one core:
+0.55 ms blocked, 0.19 ms NCHW's default); with a stride NCHW's vector loads along the width are
+strided gathers (its 96-channel 112x112 stride-2 layer: 0.58 ms blocked, 0.83 ms NCHW's best).
+
+Default rules (each knob's first value), with L the vector lanes of the dtype and R the vector
+registers of the target (32 with AVX-512, else 16):
+  oc_bn      2L when F/G (depthwise: C) >= 4L (two weight vectors per broadcast input halve the
+             loads per multiply-add), else L; capped by F/G (grouped: the largest divisor of F/G
+             within that)
+  reg_n      columns per register tile: the largest divisor (>= 4) of OW such that the tile's
+             accumulators, oc_bn/L per position, leave a register per weight vector and one for
+             the broadcast input: reg_n <= (R - oc_bn/L - 1) / (oc_bn/L); else the largest fitting
+  oh_bn      rows per tile: the most (1, 2, 4) that keep rows x reg_n within that budget
+  ic_bn      of the blocks (powers of two to 64, or C/G) whose weight block ic_bn x KH x KW x oc_bn
+             fits in half the L1 data cache: the largest divisor of C/G (no zero tail), unless a
+             block over twice as large fits (then that one); none for depthwise
+  unroll_kw  1 when KW <= 8 (a short kernel row as straight-line code)
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ... import te
+from ...dtype import dtype_info
+from ...topi.conv import ConvGeometry, Epilogue
+from ..schedule import Schedule
+from .rules import cpu_facts, first, lanes
+
+MIN_GROUP_VECTOR = 8
+TRANSPOSE_COLUMNS = 8       # columns per unrolled transpose block (in the repack of X and the unpack)
+MAX_UNROLLED = 256          # statements per unrolled block of a 1x1 weight transpose (compile time)
+_BLOCKS = (1, 2, 4, 8, 16, 32, 64)
+_COLUMNS = (1, 2, 4, 6, 7, 8, 12, 14, 16, 24, 28, 32)
+_ROWS = (1, 2, 4)
+
+
+def _per_group(g: ConvGeometry) -> tuple[int, int]:
+    """(input, output) channels of one group."""
+    return g.in_channels // g.groups, g.out_channels // g.groups
+
+
+def _depthwise(g: ConvGeometry) -> bool:
+    return g.groups == g.in_channels == g.out_channels
+
+
+def _blocked_channels(g: ConvGeometry) -> int:
+    """The output channels that oc_bn blocks: one group's, or every channel of a depthwise conv."""
+    return g.out_channels if _depthwise(g) else _per_group(g)[1]
+
+
+def applies(g: ConvGeometry) -> bool:
+    if _depthwise(g):
+        return max(g.stride) > 1
+    return g.groups == 1 or _per_group(g)[1] >= MIN_GROUP_VECTOR
+
+
+APPLIES = applies
+
+
+# ---- default rules ------------------------------------------------------------------------------
+
+def _capped(values: Sequence[int], cap: int) -> list[int]:
+    return sorted({min(v, cap) for v in values})
+
+
+def _oc_options(g: ConvGeometry) -> list[int]:
+    """Output channel blocks; with groups only divisors of F/groups (no block straddles two)."""
+    Fg = _blocked_channels(g)
+    if g.groups > 1 and not _depthwise(g):
+        return [v for v in range(1, min(Fg, _BLOCKS[-1]) + 1) if Fg % v == 0]
+    return _capped(_BLOCKS[2:], Fg)
+
+
+def _pick_oc(g: ConvGeometry, L: int, options: list[int]) -> int:
+    want = 2 * L if _blocked_channels(g) >= 4 * L else L
+    return max([v for v in options if v <= want] or [min(options)])
+
+
+def _tile_positions(cfg: Any, oc_bn: int, L: int) -> int:
+    """Output positions (rows x columns) per register tile: their oc_bn/L accumulator vectors each
+    leave registers for the oc_bn/L weight vectors and one broadcast input."""
+    registers = 32 if cpu_facts(cfg).vector_bytes == 64 else 16
+    vectors = -(-oc_bn // L)
+    return max(1, (registers - vectors - 1) // vectors)
+
+
+def _pick_columns(OW: int, budget: int, options: list[int]) -> int:
+    divisors = [v for v in range(4, min(OW, budget) + 1) if OW % v == 0]
+    return max(divisors or [v for v in options if v <= budget] or [1])
+
+
+def _pick_ic(cfg: Any, g: ConvGeometry, oc_bn: int, dtype: str, options: list[int]) -> int:
+    Cg = _per_group(g)[0]
+    block = g.kernel[0] * g.kernel[1] * oc_bn * dtype_info(dtype).bytes
+    fitting = [v for v in options if v * block <= cpu_facts(cfg).l1d_bytes // 2] or [min(options)]
+    exact = [v for v in fitting if Cg % v == 0]
+    return max(exact) if exact and 2 * max(exact) >= max(fitting) else max(fitting)
+
+
+def define_knobs(cfg: Any, g: ConvGeometry, N: int, dtype: str, when: tuple[str, tuple[str, ...]]) -> None:
+    """The block sizes and tile shape, first values by the rules in the module docstring."""
+    L, (OH, OW) = lanes(cfg, dtype), g.out
+    oc_options = _oc_options(g)
+    oc_bn = _pick_oc(g, L, oc_options)
+    budget = _tile_positions(cfg, oc_bn, L)
+    columns, rows = _capped(_COLUMNS, OW), _capped(_ROWS, OH)
+    reg_n = _pick_columns(OW, budget, columns)
+    oh_bn = max(v for v in rows if v * reg_n <= budget or v == 1)
+    cfg.define_knob("nchwc_oc_bn", first(oc_bn, oc_options), when=when)
+    if not _depthwise(g):
+        ic_options = _capped(_BLOCKS, _per_group(g)[0])
+        cfg.define_knob("nchwc_ic_bn", first(_pick_ic(cfg, g, oc_bn, dtype, ic_options), ic_options), when=when)
+    cfg.define_knob("nchwc_reg_n", first(reg_n, columns), when=when)
+    cfg.define_knob("nchwc_oh_bn", first(oh_bn, rows), when=when)
+    cfg.define_knob("nchwc_unroll_kw", first(int(g.kernel[1] <= 8), [1, 0]), when=when)
+
+
+# ---- computes -----------------------------------------------------------------------------------
+
+def _read_extent(g: ConvGeometry, axis: int) -> int:
+    """Rows (axis 0) or columns (axis 1) of the padded input the conv reads."""
+    return (g.out[axis] - 1) * g.stride[axis] + (g.kernel[axis] - 1) * g.dilation[axis] + 1
+
+
+def pack_data(X: te.Tensor, g: ConvGeometry, ic_bn: int) -> te.Tensor:
+    """X as N x G*CB x H' x W' x ic_bn, zero outside X and in each group's channel tail."""
+    N, _, H, W = X.shape
+    Cg, groups = (g.in_channels, 1) if _depthwise(g) else (_per_group(g)[0], g.groups)
+    CB = -(-Cg // ic_bn)
+    (pt, pl), zero = g.pad_before, te.const(0, X.dtype)
+    Hr, Wr = _read_extent(g, 0), _read_extent(g, 1)
+
+    def elem(n: Any, cb: Any, h: Any, w: Any, ci: Any) -> Any:
+        local = (cb % CB if groups > 1 else cb) * ic_bn + ci
+        c = (cb // CB) * Cg + local if groups > 1 else local
+        inside = [local < Cg] if Cg % ic_bn else []
+        inside += [h >= pt] if pt else []
+        inside += [h < H + pt] if Hr > H + pt else []
+        inside += [w >= pl] if pl else []
+        inside += [w < W + pl] if Wr > W + pl else []
+        value = X[n, c, h - pt if pt else h, w - pl if pl else w]
+        return te.if_then_else(te.all(*inside), value, zero) if inside else value
+
+    return te.compute((N, groups * CB, Hr, Wr, ic_bn), elem, name="data_vec")
+
+
+def pack_kernel(Wt: te.Tensor, ic_bn: int, oc_bn: int) -> te.Tensor:
+    """W as F/oc_bn x Cg/ic_bn x KH x KW x ic_bn x oc_bn, zero in the channel tails."""
+    F, Cg, KH, KW = Wt.shape
+    FB, CB, zero = -(-F // oc_bn), -(-Cg // ic_bn), te.const(0, Wt.dtype)
+
+    def elem(fo: Any, cb: Any, ky: Any, kx: Any, ci: Any, fi: Any) -> Any:
+        f, c = fo * oc_bn + fi, cb * ic_bn + ci
+        inside = ([f < F] if F % oc_bn else []) + ([c < Cg] if Cg % ic_bn else [])
+        value = Wt[f, c, ky, kx]
+        return te.if_then_else(te.all(*inside), value, zero) if inside else value
+
+    return te.compute((FB, CB, KH, KW, ic_bn, oc_bn), elem, name="kernel_vec")
+
+
+def pack_depthwise_kernel(Wt: te.Tensor, bn: int) -> te.Tensor:
+    """W (C x 1 x KH x KW) as C/bn x KH x KW x bn, zero in the channel tail."""
+    C, _, KH, KW = Wt.shape
+    zero = te.const(0, Wt.dtype)
+
+    def elem(cb: Any, ky: Any, kx: Any, ci: Any) -> Any:
+        c = cb * bn + ci
+        return te.if_then_else(c < C, Wt[c, 0, ky, kx], zero) if C % bn else Wt[c, 0, ky, kx]
+
+    return te.compute((-(-C // bn), KH, KW, bn), elem, name="kernel_vec")
+
+
+def blocked_conv(D: te.Tensor, K: te.Tensor, g: ConvGeometry, oc_bn: int) -> te.Tensor:
+    """conv[n, fo, y, x, fi] over the packed data and kernel (the group of block fo reads its own
+    channel blocks; depthwise: channel block fo of the data, no channel reduction)."""
+    N, FB = D.shape[0], K.shape[0]
+    (sh, sw), (dh, dw) = g.stride, g.dilation
+    if _depthwise(g):
+        ry, rx = te.reduce_axis((0, K.shape[1]), name="ry"), te.reduce_axis((0, K.shape[2]), name="rx")
+        return te.compute((N, FB, *g.out, oc_bn), lambda n, fo, y, x, fi: te.sum(
+            D[n, fo, y * sh + ry * dh, x * sw + rx * dw, fi] * K[fo, ry, rx, fi], axis=[ry, rx]), name="conv")
+    CB, KH, KW, ic_bn = K.shape[1:5]
+    per_group = FB // g.groups
+    rcb, rci = te.reduce_axis((0, CB), name="rcb"), te.reduce_axis((0, ic_bn), name="rci")
+    ry, rx = te.reduce_axis((0, KH), name="ry"), te.reduce_axis((0, KW), name="rx")
+
+    def elem(n: Any, fo: Any, y: Any, x: Any, fi: Any) -> Any:
+        cb = rcb if g.groups == 1 else (fo // per_group) * CB + rcb
+        return te.sum(D[n, cb, y * sh + ry * dh, x * sw + rx * dw, rci] * K[fo, rcb, ry, rx, rci, fi],
+                      axis=[rcb, ry, rx, rci])
+
+    return te.compute((N, FB, *g.out, oc_bn), elem, name="conv")
+
+
+def unpack(conv: te.Tensor, g: ConvGeometry, epilogue: Epilogue | None) -> te.Tensor:
+    """The NCHW output (epilogue applied) of the blocked conv."""
+    N, oc_bn = conv.shape[0], conv.shape[-1]
+
+    def elem(n: Any, f: Any, y: Any, x: Any) -> Any:
+        v = conv[n, f // oc_bn, y, x, f % oc_bn]
+        return v if epilogue is None else epilogue(v, (n, f, y, x))
+
+    return te.compute((N, g.out_channels, *g.out), elem, name="Y" if epilogue is None else "out")
+
+
+# ---- schedule -----------------------------------------------------------------------------------
+
+def _schedule_output(s: Schedule, out: te.Tensor, oc_bn: int, oh_bn: int) -> Any:
+    """out's (n, oc block, row block) loop in parallel; inside it, per row and TRANSPOSE_COLUMNS
+    columns, the oc_bn x columns block read from the local conv block (a transpose, unrolled like
+    the repacks) with the epilogue. Returns the parallel loop, where the conv block goes."""
+    n, f, y, x = out.op.axis
+    fo, fi = s[out].split(f, oc_bn)
+    yo, yi = s[out].split(y, oh_bn)
+    xo, xi = s[out].split(x, TRANSPOSE_COLUMNS)
+    s[out].reorder(n, fo, yo, yi, xo, fi, xi)
+    block = s[out].fuse(n, fo, yo)
+    s[out].parallel(block)
+    s[out].unroll(fi)
+    s[out].unroll(xi)
+    return block
+
+
+def _schedule_conv(cfg: Any, s: Schedule, conv: te.Tensor, out: te.Tensor, block: Any) -> None:
+    """The conv block local at `block`; its register tile (oh_bn rows x reg_n columns x oc_bn
+    channels, vectorised along the channels) innermost, under the ic blocks, kh, kw and ic_bn."""
+    s[conv].set_scope("local")
+    s[conv].compute_at(s[out], block)
+    _, _, cy, cx, cf = s[conv].op.axis
+    cxo, cxi = s[conv].split(cx, cfg["nchwc_reg_n"].val)
+    reduce = list(s[conv].op.reduce_axis)       # (rcb, ry, rx, rci), or depthwise (ry, rx)
+    rx = reduce[2] if len(reduce) == 4 else reduce[1]
+    s[conv].reorder(cxo, *reduce, cy, cxi, cf)
+    if cfg["nchwc_unroll_kw"].val:
+        s[conv].unroll(rx)
+    s[conv].unroll(cy)
+    s[conv].unroll(cxi)
+    s[conv].vectorize(cf)
+
+
+def _schedule_packing(s: Schedule, D: te.Tensor, K: te.Tensor) -> None:
+    """Both repacks at root, in parallel over their outer axes. Each is a transpose: its inner
+    block is unrolled into scalar loads at constant offsets, which LLVM's SLP vectoriser turns into
+    vector loads and shuffles (a vectorised loop would gather one element at a time instead)."""
+    n, cb, h, w, ci = D.op.axis
+    s[D].parallel(s[D].fuse(n, cb, h))
+    _, wi = s[D].split(w, TRANSPOSE_COLUMNS)
+    s[D].unroll(wi)
+    s[D].unroll(ci)
+    *_, fi = K.op.axis
+    s[K].unroll(fi)
+    if len(K.op.axis) == 4:         # depthwise: C x KH x KW weights, a small transpose
+        return
+    fo, _, ky, kx, ci, _ = K.op.axis
+    s[K].parallel(fo)
+    if ky.extent * kx.extent == 1:      # 1x1: the channels are contiguous in W too
+        s[K].unroll(s[K].split(ci, max(1, MAX_UNROLLED // fi.extent))[1])
+
+
+def build(cfg: Any, X: te.Tensor, Wt: te.Tensor, g: ConvGeometry, epilogue: Epilogue | None,
+          extra: Sequence[te.Tensor]) -> tuple[Schedule, te.Tensor]:
+    """The NCHW conv2d of X and Wt (epilogue on the local tile) through the blocked layout; `extra`
+    (the epilogue's own inputs) are read in place."""
+    oc_bn = cfg["nchwc_oc_bn"].val
+    if _depthwise(g):
+        D, K = pack_data(X, g, oc_bn), pack_depthwise_kernel(Wt, oc_bn)
+    else:
+        ic_bn = cfg["nchwc_ic_bn"].val
+        D, K = pack_data(X, g, ic_bn), pack_kernel(Wt, ic_bn, oc_bn)
+    conv = blocked_conv(D, K, g, oc_bn)
+    out = unpack(conv, g, epilogue)
+    s = te.create_schedule(out.op)
+    _schedule_packing(s, D, K)
+    block = _schedule_output(s, out, oc_bn, cfg["nchwc_oh_bn"].val)
+    _schedule_conv(cfg, s, conv, out, block)
+    return s, out

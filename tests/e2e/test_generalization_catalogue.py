@@ -1,0 +1,70 @@
+"""The shape catalogue of benchmarks/generalization.py (issue 13): the shapes the issue asks for,
+each a task autotune accepts, and references (numpy; a one-node onnxruntime model) that compute
+the template's function, checked on a scaled-down instance of every case."""
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+@pytest.fixture(scope="module")
+def cases_module():
+    with pytest.MonkeyPatch.context() as mp:
+        mp.syspath_prepend(str(BENCHMARKS))
+        import generalization_cases
+
+        yield generalization_cases
+        for name in ("generalization_cases", "references"):
+            sys.modules.pop(name, None)
+
+
+def test_the_models_layers_are_torchvisions(cases_module):
+    """53 conv layers and 4.09 GMACs in ResNet-50, 52 and 0.30 GMACs in MobileNet-V2 (torchvision's
+    figures, which add the classifier's 2.05 M and 1.28 M MACs)."""
+    for layers, count, macs in ((cases_module.resnet50(), 53, 4.089e9 - 2.048e6),
+                                (cases_module.mobilenet_v2(), 52, 0.3008e9 - 1.28e6)):
+        assert len(layers) == count
+        assert sum(c.task().flop for c in layers) / 2 == pytest.approx(macs, rel=2e-3)
+
+
+def test_catalogue_has_what_issue_13_asks(cases_module):
+    cases = cases_module.catalogue()
+    assert len(cases) >= 24
+    assert len({c.name for c in cases}) == len(cases)
+    assert len({(c.op, tuple(sorted(c.params.items()))) for c in cases}) == len(cases)
+    depthwise = [c.params for c in cases if c.family == "depthwise"]
+    assert {p["stride"] for p in depthwise} == {1, 2} and all(p["groups"] == p["C"] == p["F"] for p in depthwise)
+    assert any(c.params.get("KH") == 7 and c.params["stride"] == 2 for c in cases)        # the ResNet stem
+    assert {c.params["M"] for c in cases if c.op in ("matmul", "dense") and not c.random_odd} == {128, 512}
+    for family in ("matmul", "dense", "conv"):
+        rand = [c for c in cases if c.name.startswith(f"random {family} ")]
+        assert len(rand) == 6
+        sizes = [v for c in rand for k, v in c.params.items() if k in ("M", "N", "K", "C", "F", "H")]
+        assert all(v % 2 for v in sizes)
+        assert any(all(v % q for q in range(2, math.isqrt(v) + 1)) for v in sizes)      # primes included
+    assert all(c.task().flop <= 1e9 for c in cases if c.name.startswith("random conv"))
+    assert [c.name for c in cases_module.quick(cases)] == list(cases_module.QUICK)
+
+
+def test_every_case_is_a_task(cases_module):
+    for case in cases_module.catalogue():
+        task = case.task()
+        assert task.flop > 0 and len(task.config_space) > 1, case.name
+
+
+def test_references_compute_the_templates_function(cases_module):
+    pytest.importorskip("onnxruntime", reason="onnxruntime is not installed (pip install -e '.[bench]')")
+    onnx = pytest.importorskip("onnx", reason="onnx is not installed (pip install -e '.[bench]')")
+    for case in cases_module.catalogue():
+        tiny = case.tiny()
+        task = tiny.task()
+        inputs = task.make_inputs(np.random.default_rng(0))
+        want = task.reference(inputs)[0]
+        shape = tuple(task.arg_specs[task.num_inputs][0])
+        onnx.checker.check_model(tiny.onnx(inputs, shape), full_check=True)
+        for label, run in (("numpy", tiny.numpy(inputs)), ("onnxruntime", tiny.ort(inputs, shape, threads=1))):
+            np.testing.assert_allclose(run(), want, rtol=1e-4, atol=1e-4, err_msg=f"{case.name}: {label}")

@@ -1,0 +1,172 @@
+"""The blocked NCHW[x]c conv algorithm and the algorithm knob of the conv2d templates: configs of
+each algorithm against numpy (odd shapes: a tail in every block and tile; stride, padding,
+dilation, 1x1, groups; with and without the bias + relu / batch-norm epilogues), the default
+rules on two targets, and tuning records made before the algorithm knob existed."""
+import random
+
+import numpy as np
+import pytest
+
+import autotune
+from autotune.measure.check_data import tolerance
+from autotune.schedules.cpu import conv2d_nchwc as nchwc
+from autotune.schedules.space import ConfigSpace
+from autotune.target import Target
+from autotune.topi.conv import conv2d_nchw_reference, conv_geometry
+
+
+def configs_of(task, algorithm, extra, seed=0):
+    """The default config of `algorithm` (its knobs at their first values) and up to `extra`
+    seeded random legal ones that choose it."""
+    space = task.config_space
+    names = list(space.knobs)
+    first = [0] * len(names)
+    first[names.index("algorithm")] = [e.val for e in space.knobs["algorithm"].entities].index(algorithm)
+    out, rng = [space.knob2point(first)], random.Random(seed)
+    for _ in range(500):
+        if len(out) > extra:
+            break
+        i = space.random_index(rng)
+        if i not in out and space.get(i)["algorithm"].val == algorithm and task.is_valid(i):
+            out.append(i)
+    return out
+
+
+def run_config(task, index, inputs):
+    s, args = task.instantiate(index)
+    out = np.full(task.arg_specs[-1][0], np.nan, "float32")
+    autotune.build(s, args)(*inputs, out)
+    return out
+
+
+CASES = [   # (op, params); each offers nchwc and nchw, some also gemm and winograd
+    ("conv2d", dict(N=1, C=19, H=9, W=13, F=37, KH=3, KW=3, stride=1, padding=1)),
+    ("conv2d", dict(N=2, C=5, H=11, W=17, F=18, KH=3, KW=3, stride=2, padding=1)),
+    ("conv2d", dict(N=1, C=37, H=9, W=11, F=19, KH=1, KW=1, stride=2, padding=0)),
+    ("conv2d_grouped", dict(N=1, C=7, H=10, W=13, F=21, KH=3, KW=2, stride=(2, 1), padding=(1, 0, 2, 1),
+                            dilation=(1, 2), groups=1)),
+    ("conv2d_grouped", dict(N=1, C=6, H=9, W=11, F=18, KH=3, KW=3, stride=1, padding=2, dilation=2, groups=2)),
+    ("conv2d_grouped", dict(N=1, C=19, H=13, W=11, F=19, KH=3, KW=3, stride=2, padding=1, dilation=1, groups=19)),
+    ("conv2d_bias_relu", dict(N=1, C=19, H=9, W=13, F=37, KH=3, KW=3, stride=1, padding=1, dilation=1, groups=1)),
+    ("conv2d_bias_relu", dict(N=1, C=12, H=8, W=9, F=24, KH=3, KW=3, stride=2, padding=(0, 1, 1, 1), dilation=1,
+                              groups=3)),
+    ("conv2d_bn", dict(N=1, C=9, H=7, W=11, F=33, KH=1, KW=3, stride=1, padding=(0, 1), dilation=1, groups=1)),
+]
+
+
+def offered(op, params):
+    return [e.val for e in autotune.create_task(op, **params).config_space.knobs["algorithm"].entities]
+
+
+# every algorithm a case offers; gemm and winograd have their own tests of many configs
+OFFERED = [(op, params, name) for op, params in CASES for name in offered(op, params)]
+
+
+@pytest.mark.parametrize("op, params, algorithm", OFFERED,
+                         ids=[f"{name}-{op}-{CASES.index((op, params))}" for op, params, name in OFFERED])
+def test_configs_of_each_algorithm_match_numpy(op, params, algorithm):
+    task = autotune.create_task(op, **params)
+    inputs = task.make_inputs(np.random.default_rng(3))
+    x, w = inputs[:2]
+    conv = conv2d_nchw_reference(x.astype(np.float64), w.astype(np.float64), params["stride"], params["padding"],
+                                 params.get("dilation", 1), params.get("groups", 1))
+    if op != "conv2d" and op != "conv2d_grouped":
+        conv = conv + inputs[2][None, :, None, None]
+    want = np.maximum(conv, 0) if op == "conv2d_bias_relu" else conv
+    rtol, atol = tolerance("float32", task.reduction, {})
+    for index in configs_of(task, algorithm, extra=2 if algorithm in ("nchwc", "nchw") else 0):
+        got = run_config(task, index, inputs)
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, err_msg=f"{op} {task.config(index)}")
+
+
+def with_knobs(task, **knobs):
+    """The default config with some knobs set."""
+    record = task.config(0).to_json()
+    return task.config_space.from_json({"knobs": {**record["knobs"], **knobs}}).index
+
+
+@pytest.mark.parametrize("knobs", [
+    dict(nchwc_oc_bn=16, nchwc_ic_bn=8, nchwc_reg_n=4, nchwc_oh_bn=2),    # 37 = 2 x 16 + 5, 19 = 2 x 8 + 3, ...
+    dict(nchwc_oc_bn=32, nchwc_ic_bn=4, nchwc_reg_n=6, nchwc_oh_bn=4, nchwc_unroll_kw=0),
+])
+def test_a_tail_in_every_block_and_tile(knobs):
+    """F, C, OW, OH not multiples of oc_bn, ic_bn, reg_n, oh_bn: zero channel tails, partial tiles."""
+    task = autotune.create_task("conv2d_bias_relu", N=1, C=19, H=9, W=13, F=37, KH=3, KW=3, stride=1, padding=1,
+                                dilation=1, groups=1)
+    inputs = task.make_inputs(np.random.default_rng(5))
+    index = with_knobs(task, algorithm="nchwc", **knobs)
+    np.testing.assert_allclose(run_config(task, index, inputs), task.reference(inputs)[0], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("C, F, H, groups, want", [
+    (64, 64, 14, 1, ["winograd", "nchwc", "gemm", "nchw"]),   # 3x3 stride 1: 2.4x fewer multiplies
+    (512, 512, 7, 1, ["gemm", "nchwc", "nchw", "winograd"]),  # 1.4x fewer only; weights >> input
+    (32, 64, 14, 4, ["nchwc", "gemm", "nchw"]),        # 16 filters per group: a full channel vector
+    (32, 32, 14, 8, ["gemm", "nchw"]),                 # 4 filters per group: too narrow for nchwc
+    (144, 144, 14, 144, ["nchw"]),             # depthwise: the transposes would cost more than the conv
+])
+def test_algorithms_offered_and_the_default_first(C, F, H, groups, want):
+    params = dict(N=1, C=C, H=H, W=H, F=F, KH=3, KW=3, stride=1, padding=1, dilation=1, groups=groups)
+    assert offered("conv2d_grouped", params) == want
+    assert autotune.create_task("conv2d_grouped", **params).config(0)["algorithm"].val == want[0]
+
+
+def test_a_strided_depthwise_conv_is_blocked_by_default():
+    """NCHW's vectors along the width would be strided gathers."""
+    task = autotune.create_task("conv2d_grouped", N=1, C=96, H=28, W=28, F=96, KH=3, KW=3, stride=2, padding=1,
+                                dilation=1, groups=96)
+    assert [e.val for e in task.config_space.knobs["algorithm"].entities] == ["nchwc", "nchw"]
+    assert "nchwc_ic_bn" not in task.config_space.knobs       # no channel reduction
+
+
+def first_values(target_key, C, F, OW, KH=3, groups=1):
+    g = conv_geometry("conv2d", C, F, (OW, OW), (KH, KH), 1, KH // 2, 1, groups)
+    space = ConfigSpace(Target.from_key(target_key))
+    space.define_knob("algorithm", ["nchwc"])
+    nchwc.define_knobs(space, g, 1, "float32", when=("algorithm", ("nchwc",)))
+    return {name: k.entities[0].val for name, k in space.knobs.items() if name != "algorithm"}
+
+
+AVX512 = "llvm -mcpu=x -features=avx2,avx512f,fma -cores=2"
+AVX2 = "llvm -mcpu=x -features=avx2,fma -cores=2"
+
+
+@pytest.mark.parametrize("target, C, F, OW, KH, want", [
+    # 64 filters >= 4 x 16 lanes: two vectors of channels; 14 of 56 columns: 28 accumulators, 2 weight
+    # vectors and a broadcast in 32 registers
+    (AVX512, 64, 64, 56, 3, dict(nchwc_oc_bn=32, nchwc_reg_n=14, nchwc_oh_bn=1)),
+    # 7 columns: two rows of 7 fill the same budget
+    (AVX512, 512, 512, 7, 3, dict(nchwc_oc_bn=32, nchwc_reg_n=7, nchwc_oh_bn=2)),
+    # 48 filters < 4 x 16: one vector; 30 accumulators allow 28 columns (a divisor of 56)
+    (AVX512, 48, 48, 56, 3, dict(nchwc_oc_bn=16, nchwc_reg_n=28, nchwc_oh_bn=1)),
+    # AVX2, 16 registers: oc 16 = two ymm vectors leave (16 - 3) / 2 = 6 positions; 6 does not divide 56, 4 does
+    (AVX2, 64, 64, 56, 3, dict(nchwc_oc_bn=16, nchwc_reg_n=4, nchwc_oh_bn=1)),
+    # F capped: 5 filters are one block of 5
+    (AVX512, 3, 5, 9, 3, dict(nchwc_oc_bn=5, nchwc_ic_bn=3)),
+])
+def test_default_rules(target, C, F, OW, KH, want):
+    got = first_values(target, C, F, OW, KH)
+    assert {k: got[k] for k in want} == want
+
+
+def test_ic_block_fits_half_the_l1_and_prefers_a_divisor():
+    got = first_values(AVX512, 256, 256, 14)
+    block = got["nchwc_ic_bn"] * 9 * got["nchwc_oc_bn"] * 4
+    assert 256 % got["nchwc_ic_bn"] == 0
+    assert block <= Target.from_key(AVX512).cpu.l1d_bytes // 2 < 2 * block
+
+
+OLD_RECORD = {"index": 5, "knobs": {"tile_f": [-1, 8], "tile_y": [-1, 2], "tile_x": [-1, 16], "tile_rc": [-1, 4],
+                                    "reduce_order": "kernel_outer", "unroll_kw": 0, "pad": "inline"}}
+
+
+def test_a_conv2d_record_from_before_the_algorithm_knob_loads_as_nchw():
+    task = autotune.create_task("conv2d", N=1, C=16, H=20, W=20, F=32, KH=3, KW=3, stride=1, padding=1)
+    cfg = task.config_space.from_json(OLD_RECORD)
+    assert cfg["algorithm"].val == "nchw"
+    assert {k: cfg[k].to_json() for k in OLD_RECORD["knobs"]} == OLD_RECORD["knobs"]
+    assert cfg["parallel"].val == "fused"           # what "conv2d" ran before it had the knob
+    assert task.is_valid(cfg.index)
+    inputs = task.make_inputs(np.random.default_rng(0))
+    np.testing.assert_allclose(run_config(task, cfg.index, inputs), task.reference(inputs)[0], rtol=1e-4,
+                               atol=1e-4)
