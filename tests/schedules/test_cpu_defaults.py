@@ -1,0 +1,140 @@
+"""CPU defaults come from rules on the shape and the target (issue 13): every CPU op's default
+config is legal on this machine and on foreign targets, and the rules follow the target's vector
+width and cores (targets from record keys of other machines: no code is compiled for them)."""
+import re
+from pathlib import Path
+
+import pytest
+
+import autotune
+from autotune.schedules.cpu.elementwise import BINARY, UNARY
+from autotune.schedules.cpu.reduction import REDUCTIONS
+from autotune.schedules.cpu import MODULE_OF_OP
+from autotune.target import Target
+
+AVX2 = Target.from_key("llvm -mcpu=haswell -features=avx,avx2,fma -cores=2")
+AVX512 = Target.from_key("llvm -mcpu=skylake-avx512 -features=avx,avx2,avx512f,fma -cores=2")
+AVX512_16 = Target.from_key("llvm -mcpu=skylake-avx512 -features=avx,avx2,avx512f,fma -cores=16")
+ONE_CORE = Target.from_key("llvm -mcpu=skylake-avx512 -features=avx,avx2,avx512f,fma -cores=1")
+
+CONV = dict(stride=1, padding=1, dilation=1, groups=1)
+EXAMPLES = {
+    "matmul": [dict(M=131, N=97, K=61), dict(M=7, N=5, K=3), dict(M=1, N=300, K=37)],
+    "dense": [dict(M=129, N=77, K=65), dict(M=3, N=130, K=17)],
+    "dense_gelu": [dict(M=13, N=37, K=19), dict(M=67, N=100, K=96)],
+    "batch_matmul": [dict(batch=3, M=37, N=29, K=17), dict(batch=2, M=130, N=65, K=33)],
+    "conv1d": [dict(N=2, C=6, L=37, F=5, K=3, **CONV), dict(N=1, C=16, L=101, F=40, K=5, stride=2, padding=2,
+                                                             dilation=1, groups=2)],
+    "conv2d_nhwc": [dict(N=1, H=9, W=11, C=6, F=9, KH=3, KW=3, stride=1, padding=1, dilation=1, groups=3),
+                    dict(N=1, H=13, W=17, C=16, F=40, KH=3, KW=3, **CONV)],
+    "conv2d": [dict(N=1, C=5, H=13, W=11, F=7, KH=3, KW=3, stride=1, padding=1)],
+    "conv2d_grouped": [dict(N=1, C=6, H=13, W=11, F=6, KH=3, KW=3, stride=2, padding=1, dilation=1, groups=6)],
+    "conv2d_bias_relu": [dict(N=1, C=5, H=13, W=11, F=7, KH=3, KW=3, **CONV)],
+    "conv2d_bn": [dict(N=1, C=5, H=13, W=11, F=7, KH=1, KW=1, stride=1, padding=0, dilation=1, groups=1)],
+    "softmax": [dict(M=37, N=1000), dict(M=3, N=5)],
+    "log_softmax": [dict(M=37, N=999), dict(M=3, N=5)],
+    "layer_norm": [dict(M=37, N=768), dict(M=3, N=5)],
+    "rms_norm": [dict(M=37, N=767), dict(M=3, N=5)],
+    "batch_norm": [dict(N=2, C=17, H=29, W=31), dict(N=1, C=3, H=5, W=7)],
+    "cross_entropy": [dict(N=37, C=1000), dict(N=3, C=5)],
+    "attention": [dict(batch=1, heads=3, seq_q=77, seq_k=93, head_dim=64, causal=1),
+                  dict(batch=2, heads=2, seq_q=5, seq_k=7, head_dim=24, causal=0)],
+    "max_pool2d": [dict(shape=(1, 17, 29, 31), kernel=3, stride=2, padding=1),
+                   dict(shape=(2, 3, 7, 5), kernel=2, stride=1, padding=0)],
+    "avg_pool2d": [dict(shape=(1, 17, 29, 31), kernel=3, stride=2, padding=1)],
+    "global_avg_pool": [dict(shape=(2, 17, 29, 31)), dict(shape=(1, 3, 5, 7))],
+    "transpose": [dict(shape=(37, 101), axes=(1, 0)), dict(shape=(3, 29, 31), axes=(0, 2, 1)),
+                  dict(shape=(5, 7, 9), axes=(1, 0, 2))],
+    "pad": [dict(shape=(37, 101), pad_before=(1, 2), pad_after=(3, 0), value=0.5)],
+    "concat": [dict(shape=(37, 101), axis=1, sizes=(50, 51))],
+    "slice": [dict(shape=(37, 101), begin=(1, -3), end=(30, 2), step=(2, -3))],
+    "take": [dict(weight_shape=(1001, 77), indices_shape=(3, 5))],
+    "where": [dict(cond_shape=(37, 1), a_shape=(37, 1001), b_shape=(1001,))],
+}
+EXAMPLES |= {op: [dict(shape=(37, 1001)), dict(shape=(5,))] for op in UNARY}
+EXAMPLES |= {op: [dict(a_shape=(37, 1001), b_shape=(1001,)), dict(a_shape=(3, 1), b_shape=(1, 5))] for op in BINARY}
+EXAMPLES |= {op: [dict(shape=(37, 1001), axes=1, keepdims=0), dict(shape=(37, 29, 31), axes=(0,), keepdims=1),
+                  dict(shape=(5, 3), axes=(0, 1), keepdims=0)] for op in REDUCTIONS}
+CASES = [(op, p) for op, shapes in sorted(EXAMPLES.items()) for p in shapes]
+
+
+def test_every_cpu_op_has_examples():
+    """Every built-in CPU op (templates other tests register are not built in)."""
+    assert set(MODULE_OF_OP) - set(EXAMPLES) == set(), "add shapes for these ops"
+
+
+@pytest.mark.parametrize("target", ["llvm", AVX2, AVX512_16], ids=["host", "avx2", "avx512-16-cores"])
+@pytest.mark.parametrize("op, params", CASES, ids=[f"{op}-{k}" for k, (op, _) in enumerate(CASES)])
+def test_the_default_config_is_legal(op, params, target):
+    """Config 0 (what an untuned load runs and xgb measures first) instantiates and lowers."""
+    task = autotune.create_task(op, target=target, **params)
+    task.lower(0)
+
+
+def default(op, target, **params):
+    return autotune.create_task(op, target=target, **params).config(0).to_json()["knobs"]
+
+
+# (op, params, knob, value on AVX2 (8 float lanes), value on AVX-512 (16 lanes)); each rule's docstring
+# in autotune/schedules/cpu says why
+VECTOR_RULES = [
+    ("matmul", dict(M=997, N=1009, K=1013), "tile_x", [-1, 16], [-1, 32]),                 # 2 x lanes
+    ("dense", dict(M=129, N=77, K=65), "tile_x", [-1, 16], [-1, 32]),
+    ("batch_matmul", dict(batch=2, M=130, N=65, K=33), "tile_x", [-1, 16], [-1, 32]),
+    ("conv1d", dict(N=1, C=16, L=101, F=40, K=5, **CONV), "tile_x", [-1, 16], [-1, 32]),
+    ("conv2d_nhwc", dict(N=1, H=13, W=17, C=16, F=40, KH=3, KW=3, **CONV), "tile_f", [-1, 16], [-1, 32]),
+    ("relu", dict(shape=(37, 1001)), "tile_inner", [-1, 4, 8], [-1, 4, 16]),             # 4 vectors of lanes
+    ("sum", dict(shape=(37, 1001), axes=1, keepdims=0), "lanes", 8, 16),                 # one vector of partials
+    ("softmax", dict(M=37, N=1000), "tile_j", [-1, 32], [-1, 64]),
+    ("softmax", dict(M=37, N=1000), "lanes", 16, 32),                                    # two vectors of partials
+    ("batch_norm", dict(N=2, C=17, H=29, W=31), "vec", 8, 16),
+    ("transpose", dict(shape=(37, 101), axes=(1, 0)), "tile", 8, 16),
+    ("max_pool2d", dict(shape=(1, 17, 29, 131), kernel=3, stride=2, padding=1), "tile_inner", [-1, 4, 8],
+     [-1, 4, 16]),
+    ("attention", dict(batch=1, heads=8, seq_q=1024, seq_k=1024, head_dim=64, causal=0), "out_width", 32, 64),
+]
+
+
+@pytest.mark.parametrize("op, params, knob, avx2, avx512", VECTOR_RULES,
+                         ids=[f"{r[0]}.{r[2]}" for r in VECTOR_RULES])
+def test_the_default_follows_the_vector_width(op, params, knob, avx2, avx512):
+    assert default(op, AVX2, **params)[knob] == avx2
+    assert default(op, AVX512, **params)[knob] == avx512
+
+
+def test_the_register_tile_follows_the_register_count():
+    """3/4 of the registers hold accumulators: 12 of AVX2's 16 (6 rows of 2 vectors), 24 of
+    AVX-512's 32 (8 rows, the largest candidate)."""
+    params = dict(M=997, N=1009, K=1013)
+    assert default("matmul", AVX2, **params)["tile_y"][-1] == 6
+    assert default("matmul", AVX512, **params)["tile_y"][-1] == 8
+    assert default("attention", AVX2, **VECTOR_RULES[-1][1])["rows"] == 2     # 4 vectors a row: 12 // 4 -> 2
+    assert default("attention", AVX512, **VECTOR_RULES[-1][1])["rows"] == 4   # 24 // 4 -> 4 (of 1, 2, 4, 8)
+
+
+def test_the_default_follows_the_cores():
+    """Threads only with more than one core; blocks shrink so that 16 cores get 4 chunks each
+    (K=64: the A rows of any block fit in any L2 of 64 KiB or more)."""
+    mm = dict(M=256, N=256, K=64)
+    assert default("matmul", AVX512, **mm)["parallel"] == "fused"
+    assert default("matmul", ONE_CORE, **mm)["parallel"] == "none"
+    assert default("matmul", AVX512, **mm)["tile_y"] == [-1, 16, 8]       # 2 x 8 tiles >= 2 cores x 4
+    assert default("matmul", AVX512_16, **mm)["tile_y"] == [-1, 4, 8]     # 8 x 8 tiles >= 16 cores x 4
+    assert default("relu", AVX512, shape=(37, 1001))["parallel"] == 1
+    assert default("relu", ONE_CORE, shape=(37, 1001))["parallel"] == 0
+    assert default("softmax", ONE_CORE, M=37, N=1000)["parallel"] == 0
+
+
+def test_small_work_runs_on_one_core():
+    """Below 2^15 element operations waking the other threads costs about what the loop does."""
+    assert default("relu", AVX512_16, shape=(37, 101))["parallel"] == 0
+    assert default("matmul", AVX512_16, M=7, N=5, K=3)["parallel"] == "none"
+
+
+def test_no_default_is_said_to_be_measured_best():
+    """A guard on the wording; the rules themselves are tested above."""
+    root = Path(autotune.__file__).parent / "schedules"
+    said = [f"{p.name}: {m.group(0)}" for p in [*root.glob("cpu/*.py"), root / "generic.py"]
+            for m in re.finditer(r"(measured|fastest|best)[^\n]{0,40}(default|first value)|"
+                                 r"(default|first value)[^\n]{0,40}(measured|fastest|best)", p.read_text(), re.I)]
+    assert said == []
