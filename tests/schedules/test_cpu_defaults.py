@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 import autotune
+from autotune.schedules.cpu import MODULE_OF_OP
 from autotune.schedules.cpu.elementwise import BINARY, UNARY
 from autotune.schedules.cpu.reduction import REDUCTIONS
-from autotune.schedules.cpu import MODULE_OF_OP
 from autotune.target import Target
 
 AVX2 = Target.from_key("llvm -mcpu=haswell -features=avx,avx2,fma -cores=2")
