@@ -165,6 +165,7 @@ class ConfigSpace:
         self.target = target
         self.knobs: dict[str, Knob] = {}
         self.constraints_broken: str | None = None
+        self.flop: float | None = None
 
     # -- declaring knobs -------------------------------------------------------------------------
     def _add(self, name: str, kind: str, entities: Sequence[Any], when: Condition | None = None,
@@ -217,6 +218,11 @@ class ConfigSpace:
 
     def raise_if(self, cond: bool, msg: str) -> None:
         """Templates state constraints here; an entity raises InstantiationError when one breaks."""
+
+    def add_flop(self, flop: float) -> None:
+        """The task's work, where the computation a config builds is not the one it stands for (a
+        Winograd conv multiplies less than the conv it computes): GFLOP/s compare across configs."""
+        self.flop = float(flop)
 
     def __getitem__(self, name: str) -> Any:
         return self.knobs[name].entities[0]
@@ -336,6 +342,7 @@ class ConfigEntity:
     def define_knob(self, *args: Any, **kwargs: Any) -> None: pass
     def define_reorder(self, *args: Any, **kwargs: Any) -> None: pass
     def define_annotate(self, *args: Any, **kwargs: Any) -> None: pass
+    def add_flop(self, flop: float) -> None: pass
 
     def raise_if(self, cond: bool, msg: str) -> None:
         if cond:

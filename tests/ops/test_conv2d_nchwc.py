@@ -111,6 +111,15 @@ def test_algorithms_offered_and_the_default_first(C, F, H, groups, want):
     assert autotune.create_task("conv2d_grouped", **params).config(0)["algorithm"].val == want[0]
 
 
+@pytest.mark.parametrize("op, extra", [("conv2d_grouped", dict(dilation=1, groups=1)), ("conv2d_bias_relu", dict(dilation=1, groups=1))])
+@pytest.mark.parametrize("C, F, H", [(64, 64, 14), (512, 512, 7), (32, 48, 9)])
+def test_the_work_is_the_direct_convs_whichever_algorithm_leads(op, extra, C, F, H):
+    """GFLOP/s compare across algorithms: a Winograd default multiplies less but does the same conv."""
+    task = autotune.create_task(op, N=2, C=C, H=H, W=H, F=F, KH=3, KW=3, stride=1, padding=1, **extra)
+    epilogue = 2 * 2 * F * H * H if op == "conv2d_bias_relu" else 0   # + bias, max
+    assert task.flop == 2 * 2 * F * H * H * C * 9 + epilogue
+
+
 def test_a_strided_depthwise_conv_is_blocked_by_default():
     """NCHW's vectors along the width would be strided gathers."""
     task = autotune.create_task("conv2d_grouped", N=1, C=96, H=28, W=28, F=96, KH=3, KW=3, stride=2, padding=1,

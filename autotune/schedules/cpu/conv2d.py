@@ -36,7 +36,7 @@ from ... import te
 from ...topi import conv as topi_conv
 from ...topi.conv import ConvGeometry, Epilogue
 from ..schedule import Schedule
-from ..task import template
+from ..task import count_flop, template
 from . import conv2d_gemm as gemm, conv2d_nchw as nchw, conv2d_nchwc as nchwc, conv2d_winograd as winograd
 
 ALGORITHMS: dict[str, ModuleType] = {"winograd": winograd, "nchwc": nchwc, "gemm": gemm, "nchw": nchw}
@@ -81,6 +81,12 @@ def define_algorithms(cfg: Any, g: ConvGeometry, N: int, dtype: str) -> None:
         ALGORITHMS[name].define_knobs(cfg, g, N, dtype, when=("algorithm", (name,)))
 
 
+def direct_flop(X: te.Tensor, Wt: te.Tensor, g: ConvGeometry, epilogue: Epilogue | None) -> float:
+    """The flop of the direct conv (and epilogue) every algorithm computes: the task's work."""
+    _, Y = topi_conv.conv2d_nchw(X, Wt, g.stride, (*g.pad_before, *g.pad_after), g.dilation, g.groups)
+    return count_flop([topi_conv.apply_epilogue(Y, epilogue) if epilogue else Y])
+
+
 def conv2d_nchw_schedule(cfg: Any, g: ConvGeometry, N: int, dtype: str, epilogue: Epilogue | None = None,
                          extra: Sequence[te.Tensor] = ()) -> tuple[Schedule, list[te.Tensor]]:
     """Declare the knobs, then build X (N x C x H x W) * W (F x C/groups x KH x KW) with the
@@ -89,6 +95,7 @@ def conv2d_nchw_schedule(cfg: Any, g: ConvGeometry, N: int, dtype: str, epilogue
     (H, W), (KH, KW), C = g.spatial, g.kernel, g.in_channels
     X = te.placeholder((N, C, H, W), dtype, name="X")
     Wt = te.placeholder((g.out_channels, C // g.groups, KH, KW), dtype, name="W")
+    cfg.add_flop(direct_flop(X, Wt, g, epilogue))
     s, out = ALGORITHMS[cfg["algorithm"].val].build(cfg, X, Wt, g, epilogue, extra)
     return s, [X, Wt, *extra, out]
 
