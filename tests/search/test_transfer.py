@@ -4,9 +4,11 @@ so what is fast at one shape is fast at the next (as on real hardware, roughly).
 import json
 import math
 import os
+import random
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -14,7 +16,7 @@ import pytest
 import autotune
 from autotune.measure.types import ErrorKind, MeasureResult
 from autotune.search.diverse import diverse_pick
-from autotune.search.transfer import load_transfer
+from autotune.search.transfer import _pick, load_transfer
 from autotune.search.tune import _resume, tune, tune_tasks
 from tuning_db import TuningDB
 
@@ -144,3 +146,11 @@ def test_cli_transfer_flag(db_with_a, tmp_path):
         assert p.returncode == 0, p.stderr
         summary = json.loads(p.stdout)
         assert summary["transferred"] == expected and summary["trials"] == 2
+
+
+def test_each_workload_gives_its_best_and_a_sample_of_the_rest():
+    records = [SimpleNamespace(config={"knobs": {"x": i % 15}}, cost=1.0 + i) for i in range(20)]   # 5 repeats
+    picked = _pick(records, 6, random.Random(0))
+    assert len(picked) == 6 and len({r.config["knobs"]["x"] for r in picked}) == 6
+    assert [r.cost for r in picked[:3]] == [1.0, 2.0, 3.0]          # the best half of the quota
+    assert all(r.cost > 3.0 for r in picked[3:]) and picked != _pick(records, 6, random.Random(1))
