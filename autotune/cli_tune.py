@@ -72,7 +72,7 @@ def _progress_bar(trials: int, label: str):
 
 
 def _tune_one(op: str, shape: str, dtype: str, target: str, trials: int, tuner: str, db: str | None,
-              early_stopping: int | None, seed: int | None, as_json: bool) -> None:
+              early_stopping: int | None, seed: int | None, as_json: bool, transfer: bool) -> None:
     import autotune
     from tuning_db import TuningDB
 
@@ -89,10 +89,10 @@ def _tune_one(op: str, shape: str, dtype: str, target: str, trials: int, tuner: 
             bar.update(bar_task, completed=p.trials_done, best=p.best_gflops, errors=p.errors)
 
         result = autotune.tune(task, trials=trials, tuner=tuner, db=database, early_stopping=early_stopping,
-                               seed=seed, callbacks=[show, stop.check])
+                               seed=seed, callbacks=[show, stop.check], transfer=transfer)
     summary = {"workload": task.workload_key, "target": task.target_key, "trials": result.trials,
                "errors": result.errors, "best_config": result.best_config, "stopped_early": result.stopped_early,
-               "interrupted": stop.requested, "db": str(database.url)}
+               "interrupted": stop.requested, "db": str(database.url), "transferred": result.transferred}
     if math.isfinite(result.best_seconds):
         np_s = _numpy_seconds(task)
         summary.update(best_ms=result.best_seconds * 1e3, best_gflops=result.best_gflops,
@@ -109,6 +109,8 @@ def _tune_one(op: str, shape: str, dtype: str, target: str, trials: int, tuner: 
     click.echo(f"best        : {summary['best_ms']:.3f} ms, {result.best_gflops:.1f} GFLOP/s "
                f"({summary['ratio_to_numpy']:.2f}x numpy at {summary['numpy_ms']:.3f} ms)")
     click.echo(f"stored in   : {database.url} under {task.workload_key}")
+    if result.transferred:
+        click.echo(f"warm start  : the cost models began with {result.transferred} records of other {op} shapes")
 
 
 def _read_plan(path: str) -> str:
@@ -204,7 +206,8 @@ def _show(value: Any) -> str:
     return clip(json.dumps(value))
 
 
-def _tune_plan(path: str, trials: int, tuner: str, db: str | None, seed: int | None, as_json: bool) -> None:
+def _tune_plan(path: str, trials: int, tuner: str, db: str | None, seed: int | None, as_json: bool,
+               transfer: bool) -> None:
     import autotune
     from tuning_db import TuningDB
 
@@ -225,7 +228,7 @@ def _tune_plan(path: str, trials: int, tuner: str, db: str | None, seed: int | N
 
         results = autotune.tune_tasks(tasks, [float(spec.get("weight", 1)) for spec in plan["tasks"]], trials,
                                       [spec.get("tuner", tuner) for spec in plan["tasks"]], db=database, seed=seed,
-                                      callbacks=[show])
+                                      callbacks=[show], transfer=transfer)
     rows: list[dict[str, Any]] = [
             {"workload": r.workload_key, "weight": float(spec.get("weight", 1)), "trials": r.trials,
              "errors": r.errors, "best_ms": r.best_seconds * 1e3 if math.isfinite(r.best_seconds) else None,
@@ -258,14 +261,16 @@ def _tune_plan(path: str, trials: int, tuner: str, db: str | None, seed: int | N
 @click.option("--early-stopping", type=click.IntRange(1, MAX_TRIALS), default=None,
               help="Stop after N trials without improvement.")
 @click.option("--seed", type=click.IntRange(0, MAX_SEED), default=None)
+@click.option("--transfer/--no-transfer", default=True, show_default=True,
+              help="xgb: warm-start the cost models with the database's records of other shapes of the op.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable summary.")
 def tune(op: str | None, shape: str | None, plan: str | None, dtype: str, target: str, trials: int, tuner: str,
-         db: str | None, early_stopping: int | None, seed: int | None, as_json: bool) -> None:
+         db: str | None, early_stopping: int | None, seed: int | None, transfer: bool, as_json: bool) -> None:
     """Tune OP at --shape (or every task of --plan), storing every measurement in the database."""
     if plan is not None:
         if op is not None or shape is not None:
             raise CLIError("give either OP --shape ... or --plan FILE, not both")
-        return _tune_plan(plan, trials, tuner, db, seed, as_json)
+        return _tune_plan(plan, trials, tuner, db, seed, as_json, transfer)
     if op is None or shape is None:
         raise CLIError("tune needs OP and --shape (or --plan FILE)")
-    _tune_one(op, shape, dtype, target, trials, tuner, db, early_stopping, seed, as_json)
+    _tune_one(op, shape, dtype, target, trials, tuner, db, early_stopping, seed, as_json, transfer)

@@ -1,7 +1,8 @@
 """The cost model: features of lowered loop IR, a gradient-boosted ranker over them, metrics.
 
 Reads the lowered loop IR only (`autotune.ir.nodes` and the expression nodes it shares from
-`autotune.te.expr`); schedules, tensors and operations are never imported here.
+`autotune.te.expr`), plus the target's vector width and cores (`autotune.target.CpuFacts`, a leaf);
+schedules, tensors and operations are never imported here.
 """
 from .features import FEATURE_LEN, MAX_BUFFERS, MAX_KNOBS, MAX_LOOPS, extract, feature_names
 from .metrics import group_spearman, pair_loss, rankdata, spearman, top_k_recall

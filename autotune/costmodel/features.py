@@ -1,14 +1,20 @@
 """Fixed-length feature vectors of lowered loop IR: the cost model's only view of a candidate.
 
-`extract(func, knobs)` returns `FEATURE_LEN` float32 values; `feature_names()` names them. The
-length never depends on the program (AutoTVM's variable-length rows break its model when loop
+`extract(func, knobs, cpu)` returns `FEATURE_LEN` float32 values; `feature_names()` names them.
+The length never depends on the program (AutoTVM's variable-length rows break its model when loop
 nests differ), so rows of any workload stack into one matrix. Magnitudes are log-scaled,
-`lg(x) = log2(1 + x)`; flags are 0/1; absent slots are 0.
+`lg(x) = log2(1 + x)`; flags are 0/1; absent slots are 0. Besides the IR, only two numbers of the
+target are read, from `cpu` (`autotune.target.CpuFacts`; None for GPU code and then the features
+that need them are 0): the vector register's bytes and the cores.
 
 How the IR is read
 ------------------
-* Every Store runs `prod(extents of enclosing loops)` times; both branches of an IfThenElse
-  count as executed (a tail guard's scalar path is counted in full, like its vector path).
+* Every Store runs `prod(extents of enclosing loops)` times the share of those iterations that
+  reach it through its guards (estimated on sample points of the loop nest: branches.py), so a
+  versioned nest's scalar tail copy counts for the few iterations it runs.
+* A *source statement* is a stored buffer with the set of buffers its value loads; its templates
+  (main body, partitioned or versioned tail copies, vector and scalar paths) are its copies. The
+  template that stores the most elements is the main one, the others are *tails*.
 * Unrolled copies: stores with the same buffer, loop extents/kinds and branch side (then or
   else of a guard) are copies of one *template* (what the unroll pass leaves). The first
   `ANALYZE` copies are analysed and the rest only counted, which keeps extraction fast on
@@ -57,6 +63,21 @@ Feature groups (level slot 0 is the innermost level of the hot nest; {i} < MAX_L
 | inner_guard_evals                      | lg(executions of those guards and predicates)   |
 | hot_guards, else_frac                  | guard depth at the hot store; share of flops in |
 |                                        |   else branches (scalar tail paths)             |
+| tail_frac                              | share of stored elements written by tails (not  |
+|                                        |   the main template of their source statement)  |
+| guard_density                          | inner guard and predicate evaluations per store |
+|                                        |   executed (what tails cost the main body)      |
+| divmod_ops                             | lg(integer divisions and modulos executed)      |
+| lane_ratio                             | log2(hot store's lanes / target lanes), signed: |
+|                                        |   < 0 part of a register, > 0 several registers |
+| lane_fill                              | stored elements / register lanes they occupy    |
+|                                        |   (ceil(lanes / target lanes) registers each):  |
+|                                        |   1 = whole registers, 1/lanes = scalar code    |
+| unaligned_frac                         | share of vector elements accessed at an index   |
+|                                        |   not a multiple of min(lanes, target lanes)    |
+| local_regs                             | lg(local buffer bytes / vector register bytes)  |
+| parallel_balance                       | hot parallel extent / (cores * rounds): 1 when  |
+|                                        |   every core gets as many iterations            |
 | n_gathers, gather_elems                | lg(gather/scatter accesses), lg(their elements) |
 | n_stores, n_loops, n_nests             | lg(static stores), lg(static loops), top-level  |
 |                                        |   statements (stages)                           |
@@ -70,21 +91,21 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import pairwise
+from typing import Any
 
 import numpy as np
 
 from ..dtype import dtype_info
-from ..ir.nodes import Allocate, ForKind, Let, PrimFunc, Seq
-from .ir_walk import ANALYZE, PARALLEL_KINDS, Template, Walk, visit
+from ..ir.nodes import Allocate, Let, PrimFunc, Seq
+from ..target import CpuFacts
+from .hot_nest import BufStats, Level, hot_buffers, hot_levels
+from .ir_walk import ANALYZE, PARALLEL_KINDS, Path, Template, Walk, visit
 
 MAX_LOOPS = 8
 MAX_BUFFERS = 5
 MAX_KNOBS = 16
 
 _KINDS = ("serial", "parallel", "unrolled", "vectorized", "thread")
-_KIND_OF = {ForKind.SERIAL: "serial", ForKind.PARALLEL: "parallel", ForKind.UNROLLED: "unrolled",
-            ForKind.VECTORIZED: "vectorized", ForKind.THREAD_BOUND: "thread"}
 _LOOP_FIELDS = ("extent", *(f"is_{k}" for k in _KINDS), "depth", "prod_above", "prod_below",
                 "working_set")
 _BUF_FIELDS = ("bytes", "footprint", "stride", "is_vector", "lanes", "is_store", "is_local",
@@ -94,7 +115,9 @@ _FUNC_FIELDS = ("flops", "int_ops", "global_bytes", "intensity", "intensity_comp
                 "n_parallel", "parallel_extent", "parallel_frac", "vector_frac", "vector_lanes",
                 "n_local_alloc", "local_bytes", "n_other_alloc", "other_bytes", "n_guards",
                 "inner_guards", "inner_guard_evals", "hot_guards", "else_frac", "n_gathers",
-                "gather_elems", "n_stores", "n_loops", "n_nests", "hot_depth", "unroll", "hot_frac")
+                "gather_elems", "n_stores", "n_loops", "n_nests", "hot_depth", "unroll", "hot_frac",
+                "tail_frac", "guard_density", "divmod_ops", "lane_ratio", "lane_fill",
+                "unaligned_frac", "local_regs", "parallel_balance")
 
 _NAMES = ([f"loop{i}.{f}" for i in range(MAX_LOOPS) for f in _LOOP_FIELDS]
           + [f"buf{b}.{f}" for b in range(MAX_BUFFERS) for f in _BUF_FIELDS]
@@ -114,116 +137,9 @@ def lg(x: float) -> float:
     return math.log2(1.0 + max(x, 0.0))
 
 
-# ---- the hot nest: levels and per-buffer access features --------------------------------------
-
-@dataclass(slots=True)
-class _Level:
-    extent: int
-    kind: str
-    depth: int | None   # position among the real loops; None for the virtual levels
-
-
-def _hot_levels(tpl: Template) -> list[_Level]:
-    levels = [_Level(lp.extent, _KIND_OF[lp.kind], d) for d, lp in enumerate(tpl.loops)]
-    if tpl.copies > 1:
-        levels.append(_Level(tpl.copies, "unrolled", None))
-    lanes = max([tpl.lanes] + [a.lanes for acc in tpl.accesses for a in acc])
-    if lanes > 1:
-        levels.append(_Level(lanes, "vectorized", None))
-    return levels
-
-
-@dataclass(slots=True)
-class _BufStats:
-    name: str
-    moved: float          # bytes over the whole run
-    stride: float
-    lanes: int
-    is_store: bool
-    is_local: bool
-    gather: bool
-    reuse: list           # per level, outermost first
-    touch: list           # bytes per level, outermost first
-
-
-def _distinct_offsets(accs: list, analysed: int, copies: int) -> tuple[float, float, list]:
-    """Distinct index offsets among the analysed copies, extrapolated to all copies."""
-    offsets = sorted({(a.aff.const, a.aff.lane_stride) for a, _ in accs})
-    half = {(a.aff.const, a.aff.lane_stride) for a, k in accs if 2 * k < analysed}
-    grow = 1.0 if copies <= analysed or len(half) == len(offsets) else copies / analysed
-    consts = sorted({o[0] for o in offsets})
-    return len(offsets) * grow, (consts[-1] - consts[0]) * grow, consts
-
-
-def _coef_by_depth(accs: list) -> dict[int, float]:
-    """|stride| per loop depth (copies in sibling loops have their own vars, same depths)."""
-    coef: dict[int, float] = {}
-    for a, _ in accs:
-        depth_of = {v: d for d, v in enumerate(a.levels)}
-        for v, c in a.aff.coef.items():
-            d = depth_of.get(v)
-            if d is not None:
-                coef[d] = max(coef.get(d, 0.0), abs(c))
-    return coef
-
-
-def _buffer_stats(buf, accs: list, tpl: Template, levels: list[_Level]) -> _BufStats:
-    """Strides, reuse and footprint of one buffer's accesses in the hot template."""
-    analysed = min(tpl.copies, ANALYZE)
-    elem = dtype_info(buf.dtype).bytes
-    coef = _coef_by_depth(accs)
-    lanes = max(a.lanes for a, _ in accs)
-    lane_stride = max((abs(a.aff.lane_stride) for a, _ in accs if a.lanes > 1), default=0.0)
-    d, span_u, consts = _distinct_offsets(accs, analysed, tpl.copies)
-    factors: list[float] = []
-    spans: list[float] = []
-    reuse: list[float] = []
-    for lv in levels:
-        if lv.depth is not None:
-            c = coef.get(lv.depth, 0.0)
-            factors.append(lv.extent if c else 1)
-            spans.append(c * (lv.extent - 1))
-            reuse.append(1 if c else lv.extent)
-        elif lv.kind == "unrolled":
-            factors.append(d)
-            spans.append(span_u)
-            reuse.append(max(tpl.copies / d, 1.0))
-        else:
-            factors.append(lanes if lane_stride else 1)
-            spans.append(lane_stride * (lanes - 1))
-            reuse.append(1 if lane_stride else lv.extent)
-    touch, prod, span = [0.0] * len(levels), 1.0, 0.0
-    for j in range(len(levels) - 1, -1, -1):
-        prod, span = prod * factors[j], span + spans[j]
-        touch[j] = min(prod, span + 1, buf.size) * elem
-    if levels and levels[-1].kind == "vectorized":
-        stride = lane_stride
-    elif levels and levels[-1].kind == "unrolled":
-        stride = min((b - a for a, b in pairwise(consts)), default=0.0)
-    elif levels:
-        depth = levels[-1].depth
-        stride = 0.0 if depth is None else coef.get(depth, 0.0)   # coef has no None key
-    else:
-        stride = 0.0
-    scale = tpl.copies / analysed
-    moved = sum(a.lanes for a, _ in accs) * elem * tpl.count * scale
-    return _BufStats(buf.name, moved, stride, lanes, any(a.is_store for a, _ in accs),
-                     buf.scope == "local", any(a.gather for a, _ in accs), reuse, touch)
-
-
-def _hot_buffers(tpl: Template, levels: list[_Level]) -> list[_BufStats]:
-    by_buf: dict = {}
-    for k, acc in enumerate(tpl.accesses):
-        for a in acc:
-            by_buf.setdefault(id(a.buffer), (a.buffer, []))[1].append((a, k))
-    stats = [_buffer_stats(b, accs, tpl, levels) for b, accs in by_buf.values()]
-    stats.sort(key=lambda s: (-(s.touch[0] if s.touch else 0.0), -s.moved, s.name, s.is_store))
-    return stats
-
-
 # ---- assembling the vector ---------------------------------------------------------------------
 
-def _fill_levels(out: np.ndarray, levels: list[_Level], bufs: list[_BufStats]) -> None:
+def _fill_levels(out: np.ndarray, levels: list[Level], bufs: list[BufStats]) -> None:
     """Loop-level and per-buffer slots; slot i holds the i-th level counted from the innermost."""
     n, extents = len(levels), [lv.extent for lv in levels]
     for i in range(min(n, MAX_LOOPS)):
@@ -257,6 +173,7 @@ def _n_nests(body) -> int:
 class _Totals:
     flops: float = 0.0
     int_ops: float = 0.0
+    divmods: float = 0.0
     global_bytes: float = 0.0
     parallel_flops: float = 0.0
     vector_flops: float = 0.0
@@ -265,33 +182,93 @@ class _Totals:
     gathers: float = 0.0
     gather_elems: float = 0.0
     compulsory: float = 0.0     # bytes of the distinct global buffers accessed
+    stores: float = 0.0         # store statements executed
+    elems: float = 0.0          # elements stored
+    reg_lanes: float = 0.0      # register lanes those stores occupy (0 without a target)
+    vector_elems: float = 0.0   # elements of vector accesses
+    unaligned: float = 0.0      # of those, at an index not a multiple of the target lanes
 
 
-def _totals(w: Walk, hot: Template | None) -> _Totals:
-    """Whole-run sums over all templates (analysed copies scaled to all copies)."""
-    t, global_bufs = _Totals(), {}
-    for tpl in w.templates.values():
-        analysed = min(tpl.copies, ANALYZE)
-        scale = tpl.copies / analysed * tpl.count
-        f = tpl.flops * scale
-        t.flops, t.int_ops = t.flops + f, t.int_ops + tpl.int_ops * scale
-        t.parallel_flops += f if any(lp.kind in PARALLEL_KINDS for lp in tpl.loops) else 0.0
-        t.vector_flops += f if tpl.lanes > 1 else 0.0
-        t.else_flops += f if tpl.in_else else 0.0
-        t.hot_flops += f if tpl is hot else 0.0
-        for a in (a for acc in tpl.accesses for a in acc):
+def _lanes_of(cpu: CpuFacts | None, dtype: str, fallback: int) -> int:
+    return cpu.lanes(dtype_info(dtype).bytes) if cpu is not None else fallback
+
+
+def _aligned(aff, lanes: int) -> bool:
+    """Whether every value of the index is a multiple of `lanes` (no vector straddles a register
+    boundary: one a register wide or wider starts on one, a narrower one stays within one)."""
+    return aff.const % lanes == 0 and all(c % lanes == 0 for c in aff.coef.values())
+
+
+def _add_template(t: _Totals, tpl: Template, hot: Template | None, cpu: CpuFacts | None) -> None:
+    analysed = min(tpl.copies, ANALYZE)
+    scale = tpl.runs / analysed           # per analysed copy -> all copies and their runs
+    f = tpl.flops * scale
+    t.flops, t.int_ops, t.divmods = t.flops + f, t.int_ops + tpl.int_ops * scale, t.divmods + tpl.divmods * scale
+    t.parallel_flops += f if any(lp.kind in PARALLEL_KINDS for lp in tpl.loops) else 0.0
+    t.vector_flops += f if tpl.lanes > 1 else 0.0
+    t.else_flops += f if tpl.in_else else 0.0
+    t.hot_flops += f if tpl is hot else 0.0
+    t.stores += tpl.runs
+    t.elems += tpl.runs * tpl.lanes
+    for acc in tpl.accesses:
+        for a in acc:
+            if a.is_store and cpu is not None:
+                regs = _lanes_of(cpu, a.buffer.dtype, 1)
+                t.reg_lanes += -(-a.lanes // regs) * regs * scale
+            if a.lanes > 1:
+                t.vector_elems += a.lanes * scale
+                if not _aligned(a.aff, min(a.lanes, _lanes_of(cpu, a.buffer.dtype, a.lanes))):
+                    t.unaligned += a.lanes * scale
             if a.buffer.scope == "global":
                 t.global_bytes += a.lanes * dtype_info(a.buffer.dtype).bytes * scale
-                global_bufs[id(a.buffer)] = a.buffer
             if a.gather:
                 t.gathers += tpl.copies / analysed
                 t.gather_elems += a.lanes * scale
+
+
+def _totals(w: Walk, hot: Template | None, cpu: CpuFacts | None) -> _Totals:
+    """Whole-run sums over all templates (analysed copies scaled to all copies and their runs)."""
+    t, global_bufs = _Totals(), dict[int, Any]()
+    for tpl in w.templates.values():
+        _add_template(t, tpl, hot, cpu)
+        global_bufs.update((id(a.buffer), a.buffer) for acc in tpl.accesses for a in acc
+                           if a.buffer.scope == "global")
     t.compulsory = sum(b.size * dtype_info(b.dtype).bytes for b in global_bufs.values())
     return t
 
 
-def _func_features(func: PrimFunc, w: Walk, hot: Template | None) -> list[float]:
-    t = _totals(w, hot)
+def _tail_elems(w: Walk) -> float:
+    """Elements stored by tails: templates of a source statement other than its main one."""
+    by_stmt: dict = {}
+    for tpl in w.templates.values():
+        by_stmt.setdefault(tpl.stmt, []).append(tpl.runs * tpl.lanes)
+    return sum(sum(elems) - max(elems) for elems in by_stmt.values())
+
+
+def _balance(extents: list[int], cpu: CpuFacts | None) -> float:
+    """Iterations / (cores * rounds of the slowest core) of a parallel loop nest."""
+    if not extents or cpu is None:
+        return 0.0
+    n = math.prod(extents)
+    return n / (-(-n // cpu.cores) * cpu.cores)
+
+
+def _target_features(w: Walk, t: _Totals, hot: Template | None, cpu: CpuFacts | None) -> dict:
+    """The features that relate the IR to the target's vector width and cores (module table)."""
+    out = {"lane_ratio": 0.0, "lane_fill": 0.0, "local_regs": 0.0,
+           "unaligned_frac": t.unaligned / t.vector_elems if t.vector_elems else 0.0}
+    if cpu is None:
+        return out
+    if hot is not None:
+        store = next(a for a in hot.accesses[0] if a.is_store)
+        out["lane_ratio"] = math.log2(hot.lanes / _lanes_of(cpu, store.buffer.dtype, 1))
+    out["lane_fill"] = t.elems / t.reg_lanes if t.reg_lanes else 0.0
+    out["local_regs"] = lg(sum(b for scope, b in w.allocs if scope == "local") / cpu.vector_bytes)
+    return out
+
+
+def _func_features(func: PrimFunc, w: Walk, hot: Template | None, cpu: CpuFacts | None) -> list[float]:
+    t = _totals(w, hot, cpu)
     share = (lambda x: x / t.flops) if t.flops > 0 else (lambda x: 0.0)
     hot_par = [lp.extent for lp in hot.loops if lp.kind in PARALLEL_KINDS] if hot else []
     local = [b for scope, b in w.allocs if scope == "local"]
@@ -312,6 +289,10 @@ def _func_features(func: PrimFunc, w: Walk, hot: Template | None) -> list[float]
         "n_stores": lg(sum(x.copies for x in w.templates.values())), "n_loops": lg(w.n_loops),
         "n_nests": _n_nests(func.body), "hot_depth": len(hot.loops) if hot else 0,
         "unroll": lg(hot.copies if hot else 0), "hot_frac": share(t.hot_flops),
+        "tail_frac": _tail_elems(w) / t.elems if t.elems else 0.0,
+        "guard_density": w.inner_guard_evals / t.stores if t.stores else 0.0,
+        "divmod_ops": lg(t.divmods), "parallel_balance": _balance(hot_par, cpu),
+        **_target_features(w, t, hot, cpu),
     }
     return [row[name] for name in _FUNC_FIELDS]
 
@@ -320,22 +301,23 @@ def _hottest(w: Walk) -> Template | None:
     best, best_work = None, -1.0
     for tpl in w.templates.values():
         analysed = min(tpl.copies, ANALYZE)
-        work = tpl.count * tpl.copies * (tpl.lanes + tpl.flops / analysed)
+        work = tpl.runs * (tpl.lanes + tpl.flops / analysed)
         if work > best_work:
             best, best_work = tpl, work
     return best
 
 
-def extract(func: PrimFunc, knobs: Sequence[float] = ()) -> np.ndarray:
-    """The `FEATURE_LEN` float32 features of a lowered function (see the module table)."""
+def extract(func: PrimFunc, knobs: Sequence[float] = (), cpu: CpuFacts | None = None) -> np.ndarray:
+    """The `FEATURE_LEN` float32 features of a lowered function (see the module table); `cpu`
+    gives the target's vector width and cores (None: the features relative to them are 0)."""
     w = Walk()
-    visit(func.body, (), (), 1.0, 0, False, w)
+    visit(func.body, Path(), w)
     out = np.zeros(FEATURE_LEN, dtype=np.float64)
     hot = _hottest(w)
     if hot is not None:
-        levels = _hot_levels(hot)
-        _fill_levels(out, levels, _hot_buffers(hot, levels))
-    out[_FUNC_AT:_KNOB_AT] = _func_features(func, w, hot)
+        levels = hot_levels(hot)
+        _fill_levels(out, levels, hot_buffers(hot, levels))
+    out[_FUNC_AT:_KNOB_AT] = _func_features(func, w, hot, cpu)
     k = np.asarray(list(knobs)[:MAX_KNOBS], dtype=np.float64)
     out[_KNOB_AT:_KNOB_AT + len(k)] = k
     return out.astype(np.float32)

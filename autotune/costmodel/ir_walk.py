@@ -1,5 +1,6 @@
 """Walking the loop IR for the cost model: every store with its loop nest, execution count and
-accesses (affine index forms), grouped into templates of unrolled copies."""
+accesses (affine index forms), grouped into templates of unrolled copies. Guards split the count
+between their branches by how often each is taken (branches.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -7,9 +8,11 @@ from dataclasses import dataclass, field
 from ..dtype import dtype_info
 from ..ir.nodes import Allocate, Broadcast, For, ForKind, IfThenElse, Let, Load, Ramp, Seq, Store
 from ..te.expr import And, Binary, BinOp, Call, Cast, Compare, Const, Not, Or, Select, Var
+from .branches import Branches, Mask
 
 ANALYZE = 32  # copies analysed per template (exact up to 32 unrolled copies); the rest are counted
 PARALLEL_KINDS = (ForKind.PARALLEL, ForKind.THREAD_BOUND)
+_DIVMOD = (BinOp.FLOORDIV, BinOp.FLOORMOD)
 
 
 # ---- expressions: affine index forms and operation counts -------------------------------------
@@ -97,23 +100,24 @@ def _is_float(dtype: str) -> bool:
     return r
 
 
-def _ops(e, memo: dict) -> tuple[float, float, tuple, int]:
-    """(float ops, integer ops, loads, lanes) of one evaluation of `e`; shared subtrees memoised."""
+def _ops(e, memo: dict) -> tuple[float, float, float, tuple, int]:
+    """(float ops, integer ops, integer divisions/modulos, loads, lanes) of one evaluation of
+    `e`; shared subtrees memoised."""
     r = memo.get(id(e))
     if r is not None:
         return r
     t = type(e)
     if type(e) is Load:
-        f, i, loads, lanes = _ops(e.index, memo)
-        r = (f, i, loads + (e,), lanes)
+        f, i, d, loads, lanes = _ops(e.index, memo)
+        r = (f, i, d, loads + (e,), lanes)
     elif t is Binary or t is Compare or t is Call or t is Select or t is Cast or t is Ramp \
             or t is Broadcast or t is Not or t is And or t is Or:
-        f = i = 0.0
+        f = i = d = 0.0
         loads = ()
         lanes = 1
         for c in _expr_children(e, t):
-            cf, ci, cl, cn = _ops(c, memo)
-            f, i, loads, lanes = f + cf, i + ci, loads + cl, max(lanes, cn)
+            cf, ci, cd, cl, cn = _ops(c, memo)
+            f, i, d, loads, lanes = f + cf, i + ci, d + cd, loads + cl, max(lanes, cn)
         if t is Ramp or t is Broadcast:
             lanes = e.lanes_
         elif t is Binary or t is Call or t is Compare:
@@ -121,9 +125,10 @@ def _ops(e, memo: dict) -> tuple[float, float, tuple, int]:
                 f += lanes
             else:
                 i += lanes
-        r = (f, i, loads, lanes)
+                d += lanes if t is Binary and e.op in _DIVMOD else 0
+        r = (f, i, d, loads, lanes)
     else:   # Var, Const
-        r = (0.0, 0.0, (), 1)
+        r = (0.0, 0.0, 0.0, (), 1)
     memo[id(e)] = r
     return r
 
@@ -158,12 +163,14 @@ class Access:
 class Template:
     loops: tuple           # For nodes of the first copy, outermost first
     lanes: int
-    count: float           # executions of one copy
     guards: int            # deepest guard nesting seen over the copies
     in_else: bool
+    stmt: tuple = ()       # (stored buffer, loaded buffers): copies of one source statement
     copies: int = 0
+    runs: float = 0.0      # executions summed over all copies (branch shares applied)
     flops: float = 0.0     # summed over analysed copies
     int_ops: float = 0.0
+    divmods: float = 0.0   # integer divisions and modulos, summed over analysed copies
     accesses: list = field(default_factory=list)   # per analysed copy: list[Access]
 
 
@@ -172,6 +179,7 @@ class Walk:
     templates: dict = field(default_factory=dict)
     memo_ops: dict = field(default_factory=dict)
     memo_aff: dict = field(default_factory=dict)
+    branches: Branches = field(default_factory=Branches)
     n_loops: int = 0
     n_parallel: int = 0
     n_guards: int = 0
@@ -180,57 +188,83 @@ class Walk:
     allocs: list = field(default_factory=list)   # (scope, bytes)
 
 
-def visit(s, loops: tuple, sig: tuple, count: float, guards: int, in_else: bool, w: Walk) -> bool:
+@dataclass(frozen=True, slots=True)
+class Path:
+    """Where a statement sits: its loops, how often it runs and under which guards."""
+
+    loops: tuple = ()          # enclosing For nodes, outermost first
+    sig: tuple = ()            # their (extent, kind): copies made by unrolling share it
+    count: float = 1.0         # product of the enclosing extents
+    guards: int = 0
+    in_else: bool = False
+    mask: Mask | None = None   # sample points that reach here (branches.py); None: all
+    share: float = 1.0         # the mask's fraction: runs = count * share
+
+    def into(self, loop: For) -> Path:
+        return Path(self.loops + (loop,), self.sig + ((loop.extent, loop.kind),),
+                    self.count * loop.extent, self.guards, self.in_else, self.mask, self.share)
+
+    def branch(self, mask: Mask, is_else: bool) -> Path:
+        return Path(self.loops, self.sig, self.count, self.guards + 1, self.in_else or is_else,
+                    mask, float(mask.mean()))
+
+
+def visit(s, p: Path, w: Walk) -> bool:
     """Record the stores under `s`; returns whether `s` contains a loop."""
     if type(s) is For:
         w.n_loops += 1
         w.n_parallel += s.kind in PARALLEL_KINDS
-        visit(s.body, loops + (s,), sig + ((s.extent, s.kind),), count * s.extent, guards,
-               in_else, w)
+        w.branches.extent[s.var] = s.extent
+        visit(s.body, p.into(s), w)
         return True
     if type(s) is Seq:
         has = False
         for x in s.stmts:
-            has = visit(x, loops, sig, count, guards, in_else, w) or has
+            has = visit(x, p, w) or has
         return has
     if type(s) is IfThenElse:
         w.n_guards += 1
-        has = visit(s.then_case, loops, sig, count, guards + 1, in_else, w)
+        then, other = w.branches.split(s.cond, p.mask)
+        has = visit(s.then_case, p.branch(then, False), w)
         if s.else_case is not None:
-            has = visit(s.else_case, loops, sig, count, guards + 1, True, w) or has
-        if not has and loops:
+            has = visit(s.else_case, p.branch(other, True), w) or has
+        if not has and p.loops:
             w.inner_guards += 1
-            w.inner_guard_evals += count
+            w.inner_guard_evals += p.count * p.share
         return has
     if type(s) is Allocate:
         b = s.buffer
         w.allocs.append((b.scope, b.size * dtype_info(b.dtype).bytes))
-        return visit(s.body, loops, sig, count, guards, in_else, w)
+        return visit(s.body, p, w)
     if type(s) is Let:
-        return visit(s.body, loops, sig, count, guards, in_else, w)
+        w.branches.lets[s.var] = s.value
+        return visit(s.body, p, w)
     if type(s) is Store:
-        _record_store(s, loops, sig, count, guards, in_else, w)
+        _record_store(s, p, w)
     return False
 
 
-def _record_store(s: Store, loops: tuple, sig: tuple, count: float, guards: int, in_else: bool,
-                  w: Walk) -> None:
-    key = (id(s.buffer), sig, in_else)
+def _record_store(s: Store, p: Path, w: Walk) -> None:
+    key = (id(s.buffer), p.sig, p.in_else)
     tpl = w.templates.get(key)
     if tpl is None:
-        tpl = w.templates[key] = Template(loops, 1, count, guards, in_else)
+        tpl = w.templates[key] = Template(p.loops, 1, p.guards, p.in_else)
     tpl.copies += 1
-    tpl.guards = max(tpl.guards, guards)
-    if s.predicate is not None and loops:
-        w.inner_guard_evals += count
+    tpl.runs += p.count * p.share
+    tpl.guards = max(tpl.guards, p.guards)
+    if s.predicate is not None and p.loops:
+        w.inner_guard_evals += p.count * p.share
     if tpl.copies > ANALYZE:
         return
-    f, i, loads, _ = _ops(s.value, w.memo_ops)
-    fi, ii, iloads, lanes = _ops(s.index, w.memo_ops)
+    f, i, d, loads, _ = _ops(s.value, w.memo_ops)
+    fi, ii, di, iloads, lanes = _ops(s.index, w.memo_ops)
     tpl.flops += f + fi
     tpl.int_ops += i + ii
+    tpl.divmods += d + di
     tpl.lanes = max(tpl.lanes, lanes)
-    levels = tuple(lp.var for lp in loops)
+    if not tpl.stmt:
+        tpl.stmt = (id(s.buffer), frozenset(id(ld.buffer) for ld in loads))
+    levels = tuple(lp.var for lp in p.loops)
     acc = []
     for node, is_store in [(ld, False) for ld in loads + iloads] + [(s, True)]:
         aff = _aff(node.index, w.memo_aff)

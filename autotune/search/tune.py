@@ -2,8 +2,8 @@
 
 Resume: configs already in the database for this workload and target are never measured again
 (also those stored under its key from before float parameters were floats, renamed first), and
-their results warm-start the tuner. Transfer: records of other shapes of the same op warm-start
-the model-guided tuner's IR model.
+their results warm-start the tuner. Transfer (on by default): records of other shapes of the same
+op warm-start the model-guided tuner's cost models (search/transfer.py).
 """
 from __future__ import annotations
 
@@ -11,21 +11,19 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
-
 from ..legacy_keys import upgrade
 from ..measure import MeasureOptions, Measurer
 from ..measure.types import ErrorKind, MeasureResult
-from ..schedules.task import Task, create_task
+from ..schedules.task import Task
 from .ga import GATuner
 from .grid import GridTuner
 from .random import RandomTuner
 from .scheduler import TaskState, schedule_tasks
+from .transfer import load_transfer
 from .tuner import Progress, Tuner, TuneResult, gflops, tune_loop
-from .xgb import XGBTuner, config_features
+from .xgb import XGBTuner
 
 TUNERS: dict[str, type[Tuner]] = {"xgb": XGBTuner, "ga": GATuner, "random": RandomTuner, "grid": GridTuner}
-MAX_TRANSFER_RECORDS = 256
 MAX_TRIALS = 2**31 - 1     # trials and seeds are stored in 64-bit columns; no job needs more
 MAX_SEED = 2**63 - 1
 
@@ -76,28 +74,6 @@ def _as_result(rec: Any) -> MeasureResult:
     return MeasureResult(tuple(rec.costs), ErrorKind(rec.error_kind), rec.error_msg, rec.build_seconds, rec.timestamp)
 
 
-def _transfer_rows(task: Task, db: Any, tuner: XGBTuner) -> None:
-    """IR features of other shapes' best records of this op and target."""
-    feats, thr, groups = [], [], []
-    for w in db.workloads(op=task.name):
-        if w.key == task.workload_key or w.target_key != task.target_key or w.dtype != task.dtype:
-            continue
-        try:
-            other = create_task(task.name, dtype=w.dtype, **w.params)
-        except (ValueError, TypeError):
-            continue  # a shape this version's template no longer accepts
-        best_first = sorted(db.records(w.key, task.target_key, ok_only=True), key=lambda r: r.cost)
-        for rec in best_first[:MAX_TRANSFER_RECORDS // 4]:
-            try:
-                feats.append(config_features(other, rec.config_index))
-            except ValueError:
-                continue
-            thr.append(1.0 / rec.cost)
-            groups.append(w.key)
-    if feats:
-        tuner.add_transfer(np.stack(feats), np.asarray(thr), groups)
-
-
 def _check_task(task: Any, measurer: Any) -> None:
     if not isinstance(task, Task):
         raise TypeError(f"tune expects a Task (autotune.create_task), got {type(task).__name__}")
@@ -107,26 +83,36 @@ def _check_task(task: Any, measurer: Any) -> None:
         check_measurable(task.target)
 
 
-def _resume(task: Task, tuner: str, database: Any, seed: int | None) -> tuple[Tuner, Any]:
-    """A tuner warm-started with the task's records (never re-measured) and, for xgb, other
-    shapes' records; and the best record so far (or None)."""
+def _resume(task: Task, tuner: str, database: Any, seed: int | None, transfer: bool) -> tuple[Tuner, Any]:
+    """A tuner warm-started with the task's records (never re-measured) and, for xgb with
+    `transfer`, other shapes' records; and the best record so far (or None)."""
     strategy = make_tuner(tuner, task, seed)
     previous = database.records(task.workload_key, task.target_key)
     strategy.load_history([r.config_index for r in previous], [_as_result(r) for r in previous])
-    if isinstance(strategy, XGBTuner):
-        _transfer_rows(task, database, strategy)
+    if transfer and isinstance(strategy, XGBTuner):
+        rows = load_transfer(task, database, seed)
+        if rows is not None:
+            strategy.add_transfer(rows)
     return strategy, database.best(task.workload_key, task.target_key)
+
+
+def _transferred(strategy: Tuner) -> int:
+    return strategy.transferred if isinstance(strategy, XGBTuner) else 0
 
 
 def tune(task: Task, trials: int = 64, tuner: str = "xgb", db: Any = None, early_stopping: int | None = None,
          seed: int | None = None, callbacks: Sequence[Callable[[Progress], Any]] = (),
-         measure_option: MeasureOptions | None = None, batch_size: int = 16, measurer: Any = None) -> TuneResult:
-    """Tune `task` for up to `trials` new measurements; every result lands in the database."""
+         measure_option: MeasureOptions | None = None, batch_size: int = 16, measurer: Any = None,
+         transfer: bool = True) -> TuneResult:
+    """Tune `task` for up to `trials` new measurements; every result lands in the database.
+
+    transfer: with the xgb tuner, warm-start its cost models with the database's records of other
+    shapes of the same op on this target (search/transfer.py); `TuneResult.transferred` counts them."""
     _check_task(task, measurer)
     check_tune_args(trials, batch_size, seed)
     database = _open_db(db)
     upgrade(database)             # records stored under a legacy key become this task's (autotune.legacy_keys)
-    strategy, best_prev = _resume(task, tuner, database, seed)
+    strategy, best_prev = _resume(task, tuner, database, seed, transfer)
     run_id = _start_run(database, task, tuner, trials, seed)
     own = measurer is None
     options = measure_option or MeasureOptions()
@@ -153,20 +139,21 @@ def tune(task: Task, trials: int = 64, tuner: str = "xgb", db: Any = None, early
         database.finish_run(run_id, done[0], status)
         if own:
             meas.close()
-    result.run_id = run_id
+    result.run_id, result.transferred = run_id, _transferred(strategy)
     return result
 
 
 def tune_tasks(tasks: Sequence[Task], weights: Sequence[float] | None = None, trials: int = 256,
                tuner: str | Sequence[str] = "xgb", db: Any = None, seed: int | None = None,
                callbacks: Sequence[Callable[[Progress], Any]] = (), measure_option: MeasureOptions | None = None,
-               batch_size: int = 16, measurer: Any = None) -> list[TuneResult]:
+               batch_size: int = 16, measurer: Any = None, transfer: bool = True) -> list[TuneResult]:
     """Tune several tasks under one budget of `trials` measurements (Ansor's gradient task
     scheduler, `search.scheduler`): after a batch each, the next batch goes where the weighted
     best time is expected to drop most. `weights` (default 1 each) say how often each task runs,
     e.g. per inference of a model; `tuner` is one name or one per task. Every result lands in the
     database, a second call resumes, and configs another tuner sharing the database has measured
-    or claimed are skipped. Callbacks get each task's cumulative Progress after every batch."""
+    or claimed are skipped. Callbacks get each task's cumulative Progress after every batch.
+    transfer: as in `tune`, for each xgb task."""
     tasks = list(tasks)
     if not tasks:
         raise ValueError("tune_tasks: no tasks given")
@@ -184,7 +171,7 @@ def tune_tasks(tasks: Sequence[Task], weights: Sequence[float] | None = None, tr
     upgrade(database)             # as in tune: records under legacy keys are resumed
     states, runs = [], {}
     for task, w, name in zip(tasks, weights, tuners):
-        strategy, best_prev = _resume(task, name, database, seed)
+        strategy, best_prev = _resume(task, name, database, seed, transfer)
         st = TaskState(task, float(w), strategy)
         if best_prev is not None:
             st.best, st.best_config = best_prev.cost, best_prev.config
@@ -219,4 +206,5 @@ def tune_tasks(tasks: Sequence[Task], weights: Sequence[float] | None = None, tr
         if own:
             meas.close()
     return [TuneResult(st.task.workload_key, st.task.target_key, st.best_config, st.best, gflops(st.task, st.best),
-                       st.trials, st.history, runs[id(st)], interrupted=interrupted) for st in states]
+                       st.trials, st.history, runs[id(st)], interrupted=interrupted,
+                       transferred=_transferred(st.tuner)) for st in states]

@@ -94,6 +94,7 @@ class TuneResult:
     run_id: int | None = None
     stopped_early: bool = False     # no improvement for `early_stopping` trials
     interrupted: bool = False       # a callback raised StopTuning (e.g. Ctrl-C)
+    transferred: int = 0            # records of other shapes that warm-started the cost models
 
     @property
     def errors(self) -> int:

@@ -1,44 +1,65 @@
-"""The model-guided tuner: XGBoost cost models + simulated annealing + epsilon-greedy exploration.
+"""The model-guided tuner: XGBoost cost models + simulated annealing + a diverse pick + epsilon-greedy.
 
-Two models are refit after every batch, both with a ranking objective:
+Two models are refit after every batch, both ranking within one group per workload:
 - a knob model (the config's knob values): cheap enough to score the thousands of points that
   simulated annealing visits, so it proposes a candidate pool;
-- an IR model (features of the lowered loop IR plus the knobs): it ranks the pool, and because
-  loop-IR features mean the same thing at every shape, it is warm-started with records of other
-  shapes of the same op (transfer) and is useful before this task has any measurement.
-A fraction `epsilon` of every batch is random, so the models keep seeing where they are wrong.
+- an IR model (features of the lowered loop IR plus the knobs): it ranks the pool.
+Both mean the same at every shape of a template, so both are warm-started with records of other
+shapes of the same op (transfer, search/transfer.py): with them the first batch is already chosen
+by the models, starting from the other shapes' best configs. The batch is picked from the ranked
+pool greedily with a penalty for resembling configs already picked (search/diverse.py), and a
+fraction `epsilon` of it is random, so the models keep seeing where they are wrong.
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..costmodel import XGBCostModel, extract
 from ..measure.types import MeasureResult
 from ..schedules.task import Task
+from ..target import CpuFacts
+from .diverse import diverse_pick
 from .sa import anneal
 from .tuner import Tuner
 
-MIN_TRAIN = 8  # measured configs before the task's own models take over from random/transfer
+if TYPE_CHECKING:
+    from .transfer import TransferSet
+
+MIN_TRAIN = 8  # rows (this task's and transferred) before the models take over from random
+
+
+def target_cpu(task: Task) -> CpuFacts | None:
+    """The vector width and cores the IR features relate to (None for GPU code)."""
+    return task.target.cpu if task.target.kind == "llvm" else None
 
 
 def config_features(task: Task, index: int) -> np.ndarray:
     """The IR model's features of one config: its lowered loop IR plus its knob vector."""
-    return extract(task.lower(index), task.config_space.knob_vector(index))
+    return extract(task.lower(index), task.config_space.knob_vector(index), target_cpu(task))
 
 
 class XGBTuner(Tuner):
-    def __init__(self, task: Task, seed: int | None = None, epsilon: float = 0.1, pool_factor: int = 3) -> None:
+    """diversity: the weight of diverse_pick's similarity penalty (0: the IR model's top n)."""
+
+    def __init__(self, task: Task, seed: int | None = None, epsilon: float = 0.1, pool_factor: int = 3,
+                 diversity: float = 0.5) -> None:
         super().__init__(task, seed)
-        self.epsilon, self.pool_factor = epsilon, pool_factor
+        self.epsilon, self.pool_factor, self.diversity = epsilon, pool_factor, diversity
         model_seed = 0 if seed is None else seed
         self.knob_model = XGBCostModel("rank", seed=model_seed)
         self.ir_model = XGBCostModel("rank", seed=model_seed)
         self.rows: list[tuple[int, float]] = []            # (config index, throughput) of ok results
-        self.transfer: tuple[np.ndarray, np.ndarray, list[str]] | None = None
+        self.transfer: TransferSet | None = None
         self._features: dict[int, np.ndarray] = {}
         self._fitted = False
+
+    @property
+    def transferred(self) -> int:
+        """Records of other workloads the models were warm-started with."""
+        return len(self.transfer) if self.transfer is not None else 0
 
     # -- features ----------------------------------------------------------------------------------
     def knob_features(self, indices: Sequence[int]) -> np.ndarray:
@@ -50,11 +71,10 @@ class XGBTuner(Tuner):
             f = self._features[index] = config_features(self.task, index)
         return f
 
-    def add_transfer(self, features: np.ndarray, throughput: np.ndarray, groups: list[str]) -> None:
-        """Records of other shapes of this op (their IR features), to warm-start the IR model."""
-        if len(features):
-            self.transfer = (features, throughput, groups)
-            self._refit()
+    def add_transfer(self, rows: TransferSet) -> None:
+        """Records of other shapes of this op: the models are refit with them at once."""
+        self.transfer = rows
+        self._refit()
 
     # -- learning ------------------------------------------------------------------------------------
     def update(self, indices: Sequence[int], results: Sequence[MeasureResult]) -> None:
@@ -64,42 +84,46 @@ class XGBTuner(Tuner):
         self._refit()
 
     def _refit(self) -> None:
-        own_x = [self.ir_features(i) for i, _ in self.rows]
-        own_y = [t for _, t in self.rows]
-        groups = [self.task.workload_key] * len(own_y)
-        x, y = own_x, own_y
+        if len(self.rows) + self.transferred < MIN_TRAIN:
+            return
+        own = [i for i, _ in self.rows]
+        ir = [self.ir_features(i) for i in own]
+        knobs = list(self.knob_features(own))
+        y = [t for _, t in self.rows]
+        groups = [self.task.workload_key] * len(own)
         if self.transfer is not None:
-            tx, ty, tg = self.transfer
-            x, y, groups = list(tx) + own_x, list(ty) + own_y, list(tg) + groups
-        if len(y) >= MIN_TRAIN:
-            self.ir_model.fit(np.asarray(x), np.asarray(y), groups)
-        if len(self.rows) >= MIN_TRAIN:
-            self.knob_model.fit(self.knob_features([i for i, _ in self.rows]), np.asarray(own_y),
-                                [self.task.workload_key] * len(own_y))
-            self._fitted = True
+            t = self.transfer
+            ir, knobs, y, groups = list(t.ir) + ir, list(t.knobs) + knobs, list(t.throughput) + y, t.groups + groups
+        self.ir_model.fit(np.asarray(ir), np.asarray(y), groups)
+        self.knob_model.fit(np.asarray(knobs), np.asarray(y), groups)
+        self._fitted = True
 
     # -- proposing -----------------------------------------------------------------------------------
-    def _rank_by_ir(self, pool: list[int], n: int) -> list[int]:
+    def next_batch(self, n: int) -> list[int]:
+        # the template's default config (index 0, what an untuned load runs) is measured first,
+        # so tuning never ends with a kernel slower than the default
+        out = self.take([0], 1)
+        explore = round(n * self.epsilon) if self._fitted else 0
+        exploit = n - explore - len(out)
+        if self._fitted:
+            starts = [i for i, _ in sorted(self.rows, key=lambda r: -r[1])[:16]]
+            starts += self.transfer.starts if self.transfer is not None else []
+            pool = anneal(self.space, lambda pts: self.knob_model.predict(self.knob_features(pts)),
+                          keep=self.pool_factor * exploit, rng=self.rng, exclude=self.visited, starts=starts)
+            pool = list(dict.fromkeys(starts + pool))
+        else:
+            pool = self._sample(self.pool_factor * n)
+        out += self._pick(pool, exploit)
+        return out + self.random_unvisited(n - len(out))
+
+    def _pick(self, pool: list[int], n: int) -> list[int]:
+        """Up to n of the pool: ranked by the IR model and spread out, or as given before it is fit."""
         pool = [p for p in pool if p not in self.visited and self.is_valid(p)]
         if not pool or self.ir_model.booster is None:
             return self.take(pool, n)
         scores = self.ir_model.predict(np.stack([self.ir_features(p) for p in pool]))
-        return self.take([pool[i] for i in np.argsort(-scores, kind="stable")], n)
-
-    def next_batch(self, n: int) -> list[int]:
-        # the template's default config (index 0, what an untuned load runs) is measured first,
-        # so tuning never ends with a kernel slower than the default
-        default = self.take([0], 1) if not self._fitted else []
-        explore = round(n * self.epsilon) if self._fitted else 0
-        exploit = n - explore - len(default)
-        if self._fitted:
-            best_seen = [i for i, _ in sorted(self.rows, key=lambda r: -r[1])[:16]]
-            pool = anneal(self.space, lambda pts: self.knob_model.predict(self.knob_features(pts)),
-                          keep=self.pool_factor * exploit, rng=self.rng, exclude=self.visited, starts=best_seen)
-        else:
-            pool = self._sample(self.pool_factor * n)
-        out = default + self._rank_by_ir(pool, exploit)
-        return out + self.random_unvisited(n - len(out))
+        chosen = diverse_pick(scores, [self.space.point2knob(p) for p in pool], n, self.diversity)
+        return self.take([pool[i] for i in chosen], n)
 
     def _sample(self, k: int) -> list[int]:
         """k random unvisited indices, not yet marked visited (a pool to rank)."""

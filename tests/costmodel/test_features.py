@@ -8,8 +8,9 @@ import pytest
 import autotune
 from autotune import te
 from autotune.costmodel.features import FEATURE_LEN, MAX_KNOBS, extract, feature_names
-from autotune.ir.nodes import Buffer, For, ForKind, PrimFunc, Store
+from autotune.ir.nodes import Buffer, For, ForKind, IfThenElse, Load, PrimFunc, Store
 from autotune.schedules.cpu.matmul import default_schedule, hand_schedule
+from autotune.target import CpuFacts
 from autotune.te.expr import Var, const
 
 NAMES = feature_names()
@@ -171,3 +172,84 @@ def test_every_feature_is_documented_in_the_module_table():
         if name.startswith("knob"):
             field = "knob{k}"
         assert field in words, f"{name} ({field}) is not in the features docstring"
+
+
+# ---- target-relative and tail features ------------------------------------------------------------
+
+AVX2 = CpuFacts(vector_bytes=32, l1d_bytes=32768, l2_bytes=2**20, cores=4)    # 8 float32 lanes
+
+
+def scale_func(n, factor, parallel=True, vectorize=True):
+    A = te.placeholder((n,), "float32", name="A")
+    C = te.compute((n,), lambda i: A[i] * 2.0, name="C")
+    s = te.create_schedule(C.op)
+    xo, xi = s[C].split(C.op.axis[0], factor)
+    if vectorize:
+        s[C].vectorize(xi)
+    if parallel:
+        s[C].parallel(xo)
+    return autotune.lower(s, [A, C])
+
+
+def test_lanes_relative_to_the_target():
+    whole, half, wide, scalar = (extract(scale_func(1024, f, vectorize=v), cpu=AVX2)
+                                 for f, v in ((8, True), (4, True), (16, True), (8, False)))
+    assert feat(whole, "lane_ratio") == 0.0 and feat(whole, "lane_fill") == 1.0
+    assert feat(half, "lane_ratio") == -1.0 and feat(half, "lane_fill") == 0.5
+    assert feat(wide, "lane_ratio") == 1.0 and feat(wide, "lane_fill") == 1.0     # two whole registers
+    assert feat(scalar, "lane_ratio") == -3.0 and feat(scalar, "lane_fill") == pytest.approx(1 / 8)
+    # 12 lanes take two 8-lane registers; their vectors start at multiples of 12, not of 8
+    twelve = extract(scale_func(1020, 12), cpu=AVX2)
+    assert feat(twelve, "lane_fill") == pytest.approx(12 / 16)
+    assert feat(twelve, "unaligned_frac") == 1.0 and feat(whole, "unaligned_frac") == 0.0
+    # without target facts the relative features are 0, the IR's own lanes stay
+    plain = extract(scale_func(1024, 4))
+    assert feat(plain, "lane_ratio") == feat(plain, "lane_fill") == 0.0
+    assert feat(plain, "vector_lanes") == feat(half, "vector_lanes") == pytest.approx(np.log2(5))
+
+
+def test_parallel_balance_over_the_target_cores():
+    even, uneven = extract(scale_func(1024, 8), cpu=AVX2), extract(scale_func(1000, 8 * 25), cpu=AVX2)
+    assert feat(even, "parallel_balance") == 1.0                 # 128 iterations on 4 cores
+    assert feat(uneven, "parallel_balance") == pytest.approx(5 / 8)   # 5 iterations: 2 rounds of 4
+    assert feat(extract(scale_func(1024, 8, parallel=False), cpu=AVX2), "parallel_balance") == 0.0
+
+
+def test_partitioned_tail_counts_only_what_it_runs():
+    # 1000 = 62 vectors of 16 + a tail loop of 16 iterations under `i < 8`: 8 scalar elements
+    v = extract(scale_func(1000, 16, parallel=False), cpu=AVX2)
+    assert feat(v, "tail_frac") == pytest.approx(8 / 1000, rel=0.1)
+    assert feat(v, "guard_density") == pytest.approx(16 / (62 + 8), rel=0.1)
+    assert feat(v, "vector_frac") == pytest.approx(992 / 1000, rel=0.01)
+    exact = extract(scale_func(1024, 16, parallel=False), cpu=AVX2)
+    assert feat(exact, "tail_frac") == feat(exact, "guard_density") == 0.0
+
+
+def test_versioned_tail_counts_its_share_of_the_parallel_loop():
+    # parallel over 63 vectors: `if vector fits: vector store else: scalar loop with a guard`
+    v = extract(scale_func(1000, 16), cpu=AVX2)
+    assert feat(v, "else_frac") == pytest.approx(8 / 1000, rel=0.15)   # only 1 of 63 iterations
+    assert feat(v, "tail_frac") == pytest.approx(8 / 1000, rel=0.15)
+    assert feat(v, "flops") == pytest.approx(np.log2(1 + 1000), rel=0.01)
+
+
+def test_branch_shares_on_hand_made_ir():
+    i, y = Var("i"), Buffer("Y", (10,), "float32")
+    then = Store(y, i, const(1.0, "float32"))
+    other = Store(y, i, const(2.0, "float32") + const(1.0, "float32"))   # one float op
+    body = For(i, 10, ForKind.SERIAL, IfThenElse(i < 3, then, other))
+    v = extract(PrimFunc("f", (y,), body))
+    assert feat(v, "else_frac") == 1.0           # every flop is in the else branch
+    assert feat(v, "flops") == pytest.approx(np.log2(1 + 7), rel=0.05)    # it runs 7 of 10 times
+    # a condition that reads memory cannot be evaluated: taken to hold half the time
+    m = Buffer("M", (10,), "int32")
+    data = For(i, 10, ForKind.SERIAL, IfThenElse(Load(m, i) > 0, then, other))
+    assert feat(extract(PrimFunc("g", (y, m), data)), "flops") == pytest.approx(np.log2(1 + 5), rel=0.05)
+
+
+def test_divmod_ops_count_integer_division():
+    i, y = Var("i"), Buffer("Y", (64,), "float32")
+    direct = For(i, 64, ForKind.SERIAL, Store(y, i, const(1.0, "float32")))
+    split = For(i, 64, ForKind.SERIAL, Store(y, (i // 8) * 8 + i % 8, const(1.0, "float32")))
+    assert feat(extract(PrimFunc("a", (y,), direct)), "divmod_ops") == 0.0
+    assert feat(extract(PrimFunc("b", (y,), split)), "divmod_ops") == pytest.approx(np.log2(1 + 2 * 64))

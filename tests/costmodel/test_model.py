@@ -79,6 +79,21 @@ def test_synthetic_heldout_spearman(objective):
     assert model.best_iteration < model.num_boost_round    # early stopping on the held-out split
 
 
+def test_ranking_groups_keep_workloads_apart():
+    """Workload b is 1000x faster and only has low x1, workload a only high x1; within each,
+    higher x1 is faster. Pooled, "low x1 is fast" wins; ranked per workload, the opposite, which
+    is the order the model must give a new workload."""
+    rng = np.random.default_rng(0)
+    x1 = np.concatenate([rng.uniform(0.5, 1.0, 60), rng.uniform(0.0, 0.5, 60)])
+    X = np.column_stack([x1, rng.random(120)]).astype(np.float32)
+    y = np.repeat([1.0, 1000.0], 60) * (1 + x1)
+    new = np.column_stack([np.linspace(0, 1, 40), rng.random(40)]).astype(np.float32)
+    grouped = XGBCostModel("rank", seed=0).fit(X, y, np.repeat(["a", "b"], 60))
+    pooled = XGBCostModel("rank", seed=0).fit(X, y, ["one"] * 120)
+    assert spearman(grouped.predict(new), new[:, 0]) > 0.7
+    assert spearman(pooled.predict(new), new[:, 0]) < 0
+
+
 def test_labels_normalised_per_workload():
     y = np.array([1.0, 2.0, 1000.0, 4000.0])
     assert normalise(y, np.array(["a", "a", "b", "b"])).tolist() == [0.5, 1.0, 0.25, 1.0]
