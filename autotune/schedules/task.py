@@ -194,8 +194,9 @@ class Task:
         self.num_inputs = sum(isinstance(t.op, PlaceholderOp) for t in args)
         self.arg_specs = [(t.shape, t.dtype) for t in args]
         check_memory(self.workload_key, self.arg_specs)   # before anything sizes by them (flop are floats)
-        declared = self.config_space.flop
-        self.flop = declared if declared is not None else count_flop([t for t in args if not isinstance(t.op, PlaceholderOp)])
+        computed = [t for t in args if not isinstance(t.op, PlaceholderOp)]
+        declared = self.config_space.flop      # cfg.add_flop: the work the template stands for
+        self.flop = declared if declared is not None else count_flop(computed)
         self.reduction = longest_reduction(args)
         self.kernel_name = re.sub(r"\W", "_", self.name) or "kernel"     # a C identifier (CUDA)
         self._lowered: OrderedDict[int, PrimFunc | Exception] = OrderedDict()
