@@ -1,0 +1,137 @@
+"""The model-level IR: a dataflow graph of autotune ops with static shapes.
+
+A `Graph` is what a frontend (ONNX) produces and what the graph runtime runs. Every tensor is a
+`Value` with a name, a static shape and a dtype. Every `Node` is one autotune op:
+- a kernel node names a template (`op`) and its shape parameters (`params`): the runtime gets
+  its kernel with `autotune.load(op, dtype=dtype, **params)` and calls it with the node's input
+  values in order, writing its output values (one per output the template has);
+- a view node (`op == VIEW`) gives its one input a new shape without moving data (Reshape,
+  Flatten, Squeeze, Unsqueeze of a contiguous tensor): it costs no kernel.
+Weights and folded sub-graphs are `constants` (numpy arrays keyed by value name). Nodes are kept
+in a topological order; `validate` checks that and every other invariant below.
+"""
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+VIEW = "view"
+
+
+@dataclass(frozen=True)
+class Value:
+    """A tensor of the graph: name (unique in the graph), static shape, dtype name."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * np.dtype(self.dtype).itemsize
+
+
+@dataclass
+class Node:
+    """One autotune op. `name` is the source node's name (errors and summaries cite it);
+    `op` a template name or VIEW; `params` the template's shape parameters; `dtype` the dtype the
+    kernel is loaded for; `inputs`/`outputs` value names in the kernel's argument order."""
+
+    name: str
+    op: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    params: dict[str, Any] = field(default_factory=dict)
+    dtype: str = "float32"
+
+    @property
+    def is_view(self) -> bool:
+        return self.op == VIEW
+
+
+@dataclass
+class Graph:
+    """Inputs and outputs (in the model's order), every value, the constants and the nodes."""
+
+    inputs: list[Value]
+    outputs: list[Value]
+    values: dict[str, Value]
+    constants: dict[str, np.ndarray]
+    nodes: list[Node]
+    name: str = "graph"
+
+    def value(self, name: str) -> Value:
+        try:
+            return self.values[name]
+        except KeyError:
+            raise ValueError(f"graph {self.name!r}: no value named {name!r}") from None
+
+    def kernels(self) -> list[tuple[str, dict[str, Any], str]]:
+        """The distinct (op, params, dtype) the graph needs kernels for, in first-use order."""
+        seen: dict[str, tuple[str, dict[str, Any], str]] = {}
+        for n in self.nodes:
+            if not n.is_view:
+                seen.setdefault(f"{n.op}|{sorted(n.params.items())!r}|{n.dtype}", (n.op, n.params, n.dtype))
+        return list(seen.values())
+
+    def op_counts(self) -> Counter[str]:
+        return Counter(n.op for n in self.nodes)
+
+    def validate(self) -> None:
+        """ValueError naming the first broken invariant: every value named is known; each value has
+        exactly one producer (an input, a constant or one node output); nodes read only values
+        produced before them; constants match their Value's shape and dtype; a view keeps the size."""
+        produced: set[str] = set()
+        for v in self.inputs:
+            _define(self, produced, v.name, "an input")
+        for name, array in self.constants.items():
+            _define(self, produced, name, "a constant")
+            v = self.value(name)
+            if tuple(array.shape) != v.shape or str(array.dtype) != v.dtype:
+                raise ValueError(f"graph {self.name!r}: constant {name!r} is {array.dtype}{list(array.shape)}, "
+                                 f"its value says {v.dtype}{list(v.shape)}")
+        for n in self.nodes:
+            for i in n.inputs:
+                if i not in produced:
+                    raise ValueError(f"graph {self.name!r}: node {n.name!r} reads {i!r} before anything produces it")
+            for o in n.outputs:
+                _define(self, produced, o, f"an output of node {n.name!r}")
+            if n.is_view and (len(n.inputs), len(n.outputs)) != (1, 1):
+                raise ValueError(f"graph {self.name!r}: view node {n.name!r} needs one input and one output")
+            if n.is_view and self.value(n.inputs[0]).size != self.value(n.outputs[0]).size:
+                raise ValueError(f"graph {self.name!r}: view node {n.name!r} changes the element count")
+        for v in self.outputs:
+            if v.name not in produced:
+                raise ValueError(f"graph {self.name!r}: output {v.name!r} is never produced")
+
+    def __str__(self) -> str:
+        lines = [f"graph {self.name}(" + ", ".join(_sig(v) for v in self.inputs) + ")"]
+        for n in self.nodes:
+            params = ", ".join(f"{k}={v}" for k, v in n.params.items())
+            lines.append(f"  {', '.join(n.outputs)} = {n.op}({', '.join(n.inputs)}; {params})  # {n.name}")
+        lines.append("  return " + ", ".join(v.name for v in self.outputs))
+        return "\n".join(lines)
+
+
+def _define(graph: Graph, produced: set[str], name: str, what: str) -> None:
+    graph.value(name)
+    if name in produced:
+        raise ValueError(f"graph {graph.name!r}: {name!r} is produced twice (again as {what})")
+    produced.add(name)
+
+
+def _sig(v: Value) -> str:
+    return f"{v.name}: {v.dtype}{list(v.shape)}"
+
+
+def values_of(items: Iterable[Value]) -> dict[str, Value]:
+    return {v.name: v for v in items}
