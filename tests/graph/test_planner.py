@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 from autotune.graph.planner import ALIGN, ARENA, CONSTANT, INPUT, OUTPUT, plan_buffers
 
 sys.path.insert(0, os.path.dirname(__file__))
-from graph_builder import GraphBuilder, elementwise_graph  # noqa: E402
+from graph_builder import GraphBuilder, elementwise_graph
 
 
 def chain(n, shape=(7, 5)):
