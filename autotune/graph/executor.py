@@ -117,15 +117,15 @@ class CompiledModel:
         kernel with its provenance, and memory: the arena (planned peak), the live peak, the
         intermediates' total without sharing, constants and outputs."""
         kernels: dict[str, dict[str, Any]] = {}
-        for n, k in zip(self.graph.nodes, self._node_kernels()):
-            if k is not None:
-                row = kernels.setdefault(k.workload_key, {"op": n.op, "params": dict(n.params), "dtype": n.dtype,
-                                                          "workload": k.workload_key, "provenance": k.provenance,
-                                                          "nodes": 0})
-                row["nodes"] += 1
-        provenance = Counter(_kind(k.provenance) for k in self._node_kernels() if k is not None)
-        return {"graph": self.graph.name, "nodes": len(self.graph.nodes),
-                "kernel_nodes": sum(provenance.values()), "view_nodes": sum(n.is_view for n in self.graph.nodes),
+        for i, k in self.kernels.items():
+            n = self.graph.nodes[i]
+            row = kernels.setdefault(k.workload_key, {"op": n.op, "params": dict(n.params), "dtype": n.dtype,
+                                                      "workload": k.workload_key, "provenance": k.provenance,
+                                                      "nodes": 0})
+            row["nodes"] += 1
+        provenance = Counter(_kind(k.provenance) for k in self.kernels.values())
+        return {"graph": self.graph.name, "nodes": len(self.graph.nodes), "kernel_nodes": len(self.kernels),
+                "view_nodes": len(self.graph.nodes) - len(self.kernels),
                 "provenance": {p: provenance.get(p, 0) for p in ("tuned", "nearest", "default")},
                 "kernels": list(kernels.values()), "memory": self._memory(), "warnings": len(self.load_warnings)}
 
@@ -135,9 +135,6 @@ class CompiledModel:
                 "unshared_bytes": p.unshared_bytes,
                 "constant_bytes": sum(int(a.nbytes) for a in g.constants.values()),
                 "output_bytes": sum(g.value(r).nbytes for r, k in p.kinds.items() if k == OUTPUT)}
-
-    def _node_kernels(self) -> list[Kernel | None]:
-        return [self.kernels.get(i) for i in range(len(self.graph.nodes))]
 
     def _step(self, index: int, node: Node) -> _Step | _View | None:
         """A kernel node's step, bound when its arguments are all fixed memory; a view of per-call

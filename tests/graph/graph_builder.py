@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from hypothesis import strategies as st
 
 from autotune.graph import VIEW, Graph, Node, Value
 
@@ -59,3 +60,13 @@ def elementwise_graph(edges: list[tuple[int, ...]], n_outputs: int, shape: tuple
         vals.append(b.node("relu", args, shape, shape=shape) if len(args) == 1
                     else b.node("add", args, shape, a_shape=shape, b_shape=shape))
     return b.build(*vals[-n_outputs:])
+
+
+@st.composite
+def dags(draw: Any) -> tuple[list[tuple[int, ...]], int]:
+    """(edges, n_outputs) for `elementwise_graph`: random chains and diamonds, up to 12 nodes,
+    each reading one or two earlier values, with 1 to 3 outputs."""
+    n = draw(st.integers(1, 12))
+    edges = [tuple(draw(st.lists(st.integers(0, i), min_size=k, max_size=k))) for i in range(n)
+             for k in [draw(st.integers(1, 2))]]
+    return edges, draw(st.integers(1, min(3, n)))

@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 from autotune.graph.planner import ALIGN, ARENA, CONSTANT, INPUT, OUTPUT, plan_buffers
 
 sys.path.insert(0, os.path.dirname(__file__))
-from graph_builder import GraphBuilder, elementwise_graph
+from graph_builder import GraphBuilder, dags, elementwise_graph
 
 
 def chain(n, shape=(7, 5)):
@@ -51,17 +51,6 @@ def test_a_value_nobody_reads_lives_through_its_producer_only():
     y = b.node("relu", (x,), (4,), shape=(4,))
     plan = plan_buffers(b.build(y))
     assert plan.lifetimes == {"v0_relu": (0, 0)}
-
-
-@st.composite
-def dags(draw):
-    """Random chains and diamonds of elementwise nodes: each reads one or two earlier values."""
-    n = draw(st.integers(1, 12))
-    edges = []
-    for i in range(n):
-        k = draw(st.integers(1, 2))
-        edges.append(tuple(draw(st.lists(st.integers(0, i), min_size=k, max_size=k))))
-    return edges, draw(st.integers(1, min(3, n)))
 
 
 @settings(max_examples=200, deadline=None)
