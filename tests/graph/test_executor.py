@@ -45,7 +45,7 @@ def mlp_reference(g, x):
 
 def test_mlp_matches_numpy_and_both_call_forms_agree():
     g = mlp()
-    m = compile_model(g)
+    m = autotune.compile_model(g)
     x = rand(5, 13)
     (y,) = m(x)
     np.testing.assert_allclose(y, mlp_reference(g, x), rtol=1e-5, atol=1e-6)
