@@ -1,4 +1,4 @@
-"""The `autotune` command line: tune, list ops, inspect the database, run the demo.
+"""The `autotune` command line: tune, list ops, inspect the database, inspect and run models, run the demo.
 
 Bad input (unknown op or parameter, malformed shape, unknown target, a database that is missing,
 locked or not a tuning database) exits with code 2 and one line on stderr, never a traceback.
@@ -130,10 +130,12 @@ def demo(size: int) -> None:
 
 def _register_subcommands() -> None:
     from .cli_db import db
+    from .cli_model import model
     from .cli_tune import tune
 
     main.add_command(tune)
     main.add_command(db)
+    main.add_command(model)
 
 
 def run(argv: list[str] | None = None) -> int:

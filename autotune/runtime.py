@@ -12,6 +12,7 @@ import math
 import os
 import threading
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ import numpy as np
 
 from .codegen import compile_for, load_compiled
 from .errors import InstantiationError
+from .interop import as_numpy
 from .kernel_cache import DiskCache, MemoryCache, entry_key
 from .legacy_keys import current_summaries
 from .schedules.task import Task, create_task
@@ -49,10 +51,13 @@ class Kernel:
     gflops_expected: float | None
     func: Any
 
-    def __call__(self, *inputs: np.ndarray, out: Any = None) -> Any:
+    def __call__(self, *inputs: Any, out: Any = None) -> Any:
+        """Inputs are numpy arrays or any array with `__dlpack__` or `__array_interface__`, read
+        in place (`autotune.interop`); `out` arrays must be numpy arrays."""
         n_in = self.task.num_inputs
         if len(inputs) != n_in:
             raise TypeError(f"{self.task.name} takes {n_in} input array(s), got {len(inputs)}")
+        inputs = tuple(as_numpy(a, f"{self.task.name}: input {pos}") for pos, a in enumerate(inputs))
         for pos, (a, (shape, _)) in enumerate(zip(inputs, self.task.arg_specs)):
             if tuple(getattr(a, "shape", ())) != tuple(shape):   # before any output is allocated
                 raise ValueError(f"{self.task.name}: input {pos}: expected shape {tuple(shape)}, "
@@ -138,7 +143,8 @@ def _first_legal(task: Task, records: list, limit: int = 32) -> int | None:
     return None
 
 
-def _nearest(task: Task, db: Any, shapes: list[tuple[str, Any]]) -> tuple[int, str, None] | None:
+def _nearest(task: Task, db: Any, shapes: list[tuple[str, Any]],
+             warn: Callable[[Task, str], None] = _warn_once) -> tuple[int, str, None] | None:
     """The best legal config of the nearest other tuned shape; `shapes` are (stored key, summary
     under its current key) of the op's workloads."""
     ranked = sorted((_distance(w.params, task.params), stored, w) for stored, w in shapes
@@ -148,14 +154,15 @@ def _nearest(task: Task, db: Any, shapes: list[tuple[str, Any]]) -> tuple[int, s
             break
         index = _first_legal(task, db.records(stored, task.target_key, ok_only=True))
         if index is not None:
-            _warn_once(task, f"autotune: no tuned record for {task.workload_key}; using the config tuned "
-                             f"for the nearest shape {w.key}")
+            warn(task, f"autotune: no tuned record for {task.workload_key}; using the config tuned "
+                       f"for the nearest shape {w.key}")
             return index, f"nearest:{w.key}", None
     return None
 
 
-def _choose(task: Task, db: Any) -> tuple[int, str, float | None]:
-    """(config index, provenance, expected GFLOP/s) by the lookup order above."""
+def _choose(task: Task, db: Any, warn: Callable[[Task, str], None] = _warn_once) -> tuple[int, str, float | None]:
+    """(config index, provenance, expected GFLOP/s) by the lookup order above; `warn` is told
+    which fallback was taken."""
     if db is not None:
         best, shapes = db.best(task.workload_key, task.target_key), None
         if best is None:        # a database not yet upgraded may hold it under its legacy key
@@ -168,15 +175,16 @@ def _choose(task: Task, db: Any) -> tuple[int, str, float | None]:
                 return task.config(best.config).index, "tuned", task.flop / best.cost / 1e9
             except InstantiationError:
                 pass  # a record of an older template version: fall through
-        found = _nearest(task, db, shapes if shapes is not None else current_summaries(db.workloads(op=task.name)))
+        found = _nearest(task, db, shapes if shapes is not None else current_summaries(db.workloads(op=task.name)),
+                         warn)
         if found is not None:
             return found
     index = next((i for i in range(len(task.config_space)) if task.is_valid(i)), None)
     if index is None:
         raise InstantiationError(f"{task.workload_key}: every config of the template's space is invalid "
                                  "(each one raises in the template), so there is no kernel to load")
-    _warn_once(task, f"autotune: no tuned record for {task.workload_key} (nor a usable nearby shape); "
-                     "using the template's default config — run `autotune tune` for this shape")
+    warn(task, f"autotune: no tuned record for {task.workload_key} (nor a usable nearby shape); "
+               "using the template's default config — run `autotune tune` for this shape")
     return index, "default", None
 
 
@@ -205,6 +213,15 @@ def load(op: str, target: str = "llvm", db: Any = None, dtype: str = "float32", 
     # with each value's type: M=64.0 must not find the kernel of M=64 (64.0 == 64), but fail as create_task would
     key = (op, target, db_key, dtype, tuple(sorted((name, type(v).__name__, v) for name, v in params.items())))
     return _RESOLVED.get_or_create(key, lambda: _resolve(op, target, db, dtype, params))
+
+
+def lookup(op: str, target: str = "llvm", db: Any = None, dtype: str = "float32", **params: Any) -> tuple[Task, str]:
+    """The task of this op at these parameters and the provenance `load` would give its kernel
+    ("tuned", "nearest:<key>" or "default"), without compiling anything or warning: what a model's
+    inspection reports for each kernel it needs."""
+    task = create_task(op, target=target, dtype=dtype,
+                       **{name: _param_value(op, name, value) for name, value in params.items()})
+    return task, _choose(task, _open_db(db), warn=lambda task, msg: None)[1]
 
 
 def _param_value(op: str, name: str, value: Any) -> int | float | tuple[int, ...]:

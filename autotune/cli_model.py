@@ -1,0 +1,180 @@
+"""`autotune model ...`: inspect an ONNX model (its ops, the kernels it needs and which the database
+has tuned) and run it on autotune's kernels (outputs and latency).
+
+Arguments are checked before the model is read: a missing file, a malformed --shapes or --input
+item exits 2 with one line, as does an unknown input name or a wrong shape once the model is read.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections import Counter
+from typing import Any
+
+import click
+import numpy as np
+
+from .cli import CLIError, clip, emit_json
+
+_DB_OPTION = click.option("--db", default=None,
+                          help="Tuning database (path or URL); default $AUTOTUNE_DB or ./tuning.db")
+_JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+_TARGET_OPTION = click.option("--target", default="llvm", show_default=True, help="Target the kernels are for.")
+
+
+@click.group()
+def model() -> None:
+    """Inspect and run ONNX models on autotune's kernels."""
+
+
+def parse_shapes(items: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
+    """`input=1x3x224x224` items (each option may hold several, comma-separated) -> {name: dims}."""
+    out: dict[str, tuple[int, ...]] = {}
+    for item in (p.strip() for text in items for p in text.split(",")):
+        name, sep, dims = item.rpartition("=")
+        parts = dims.split("x")
+        if not sep or not name or not all(p.isascii() and p.isdigit() and int(p) > 0 for p in parts):
+            raise CLIError(f"malformed --shapes item {clip(item)!r}; expected NAME=DIMxDIM..., "
+                           "e.g. input=1x3x224x224 (positive dims)")
+        if name in out:
+            raise CLIError(f"--shapes gives {clip(name)!r} twice")
+        out[name] = tuple(map(int, parts))
+    return out
+
+
+def parse_inputs(items: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """`name=x.npy` items -> {name: array}, each file read without pickle."""
+    out: dict[str, np.ndarray] = {}
+    for item in items:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise CLIError(f"malformed --input {clip(item)!r}; expected NAME=FILE.npy, e.g. input=x.npy")
+        if name in out:
+            raise CLIError(f"--input gives {clip(name)!r} twice")
+        if not os.path.isfile(path):
+            raise CLIError(f"--input {clip(name)}: no such file {clip(path)!r}")
+        try:
+            out[name] = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise CLIError(f"--input {clip(name)}: cannot read {clip(path)!r} as a .npy array: {exc}") from None
+        if not isinstance(out[name], np.ndarray):
+            raise CLIError(f"--input {clip(name)}: {clip(path)!r} is an .npz archive; expected one .npy array")
+    return out
+
+
+def load_graph(path: str, shapes: dict[str, tuple[int, ...]]) -> Any:
+    """The model's Graph through the ONNX frontend; one-line errors for a missing file or frontend."""
+    if not os.path.isfile(path):
+        raise CLIError(f"no such model file {clip(path)!r}")
+    from .graph.executor import onnx_frontend
+
+    try:
+        frontend = onnx_frontend()
+    except ImportError as exc:
+        raise CLIError(f"reading ONNX models needs autotune.frontend.onnx and the onnx package: {exc}") from None
+    return frontend.load(path, shapes=shapes or None)
+
+
+def inspect_graph(graph: Any, db: Any = None, target: str = "llvm") -> dict[str, Any]:
+    """The graph's inputs, outputs, op counts, and each distinct kernel it needs with the number of
+    nodes using it and the provenance `autotune.load` would give it (nothing is compiled)."""
+    from .runtime import lookup
+
+    uses = Counter((n.op, repr(sorted(n.params.items())), n.dtype) for n in graph.nodes if not n.is_view)
+    kernels = []
+    for op, params, dtype in graph.kernels():
+        task, provenance = lookup(op, target=target, db=db, dtype=dtype, **params)
+        kernels.append({"op": op, "params": params, "dtype": dtype, "workload": task.workload_key,
+                        "nodes": uses[(op, repr(sorted(params.items())), dtype)], "provenance": provenance})
+    kinds = Counter(k["provenance"].split(":", 1)[0] for k in kernels)
+    return {"graph": graph.name, "inputs": [_sig(v) for v in graph.inputs], "outputs": [_sig(v) for v in graph.outputs],
+            "ops": dict(graph.op_counts().most_common()), "kernels": kernels,
+            "provenance": {p: kinds.get(p, 0) for p in ("tuned", "nearest", "default")}}
+
+
+def _sig(v: Any) -> dict[str, Any]:
+    return {"name": v.name, "shape": list(v.shape), "dtype": v.dtype}
+
+
+@model.command()
+@click.argument("model_path", metavar="MODEL")
+@click.option("--shapes", multiple=True,
+              help="Bind an input's unknown dims: NAME=1x3x224x224 (repeat or comma-separate).")
+@_DB_OPTION
+@_TARGET_OPTION
+@_JSON_OPTION
+def inspect(model_path: str, shapes: tuple[str, ...], db: str | None, target: str, as_json: bool) -> None:
+    """The model's ops, the kernels it needs with their shapes, and which the database has tuned."""
+    bound = parse_shapes(shapes)
+    report = inspect_graph(load_graph(model_path, bound), db=db, target=target)
+    if as_json:
+        return emit_json(report)
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=200)
+    console.print(f"graph {report['graph']}: " + ", ".join(f"{v['name']} {v['dtype']}{v['shape']}"
+                                                          for v in report["inputs"]))
+    ops = Table("op", "nodes")
+    for op, count in report["ops"].items():
+        ops.add_row(op, str(count))
+    console.print(ops)
+    kernels = Table("kernel", "nodes", "provenance")
+    for k in report["kernels"]:
+        kernels.add_row(k["workload"], str(k["nodes"]), k["provenance"])
+    console.print(kernels)
+    p = report["provenance"]
+    console.print(f"{len(report['kernels'])} kernels: {p['tuned']} tuned, {p['nearest']} from a nearest shape, "
+                  f"{p['default']} default")
+
+
+@model.command()
+@click.argument("model_path", metavar="MODEL")
+@click.option("--input", "inputs", multiple=True, help="An input's value: NAME=FILE.npy (repeat for each input).")
+@click.option("--repeat", default=10, show_default=True, type=click.IntRange(1, 1_000_000),
+              help="Timed calls after one warm-up call.")
+@_DB_OPTION
+@_TARGET_OPTION
+@_JSON_OPTION
+def run(model_path: str, inputs: tuple[str, ...], repeat: int, db: str | None, target: str, as_json: bool) -> None:
+    """Run the model on the given inputs: print its outputs and the latency (median and min)."""
+    from .graph.executor import CompiledModel
+
+    feeds = parse_inputs(inputs)
+    m = CompiledModel(load_graph(model_path, {k: tuple(a.shape) for k, a in feeds.items()}), db=db, target=target)
+    outputs = m.run(feeds)
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        m.run(feeds)
+        times.append(time.perf_counter() - t)
+    report: dict[str, Any] = {"outputs": [_describe(name, a) for (name, _, _), a in zip(m.outputs, outputs)],
+              "latency_ms": {"median": statistics.median(times) * 1e3, "min": min(times) * 1e3, "repeat": repeat},
+              "summary": m.summary()}
+    if as_json:
+        return emit_json(report)
+    s = report["summary"]
+    click.echo(f"graph {s['graph']}: {s['kernel_nodes']} kernel nodes ({s['provenance']['tuned']} tuned, "
+               f"{s['provenance']['nearest']} nearest, {s['provenance']['default']} default), "
+               f"arena {_size(s['memory']['arena_bytes'])} (unshared {_size(s['memory']['unshared_bytes'])})")
+    for o in report["outputs"]:
+        click.echo(f"output {o['name']}: {o['dtype']}{o['shape']} min {o['min']:.6g} max {o['max']:.6g} "
+                   f"mean {o['mean']:.6g} first {o['first']}")
+    lat = report["latency_ms"]
+    click.echo(f"latency over {repeat} calls: median {lat['median']:.3f} ms, min {lat['min']:.3f} ms")
+
+
+def _describe(name: str, a: np.ndarray) -> dict[str, Any]:
+    """An output in a few numbers: shape, dtype, range, mean and its first values."""
+    flat = a.reshape(-1)
+    stats = flat.astype(np.float64) if flat.size else np.zeros(1)
+    return {"name": name, "shape": list(a.shape), "dtype": str(a.dtype), "min": float(stats.min()),
+            "max": float(stats.max()), "mean": float(stats.mean()), "first": flat[:6].tolist()}
+
+
+def _size(nbytes: int) -> str:
+    for unit, scale in (("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.1f} {unit}"
+    return f"{nbytes} B"

@@ -1,0 +1,241 @@
+"""The graph runtime: a `CompiledModel` runs a Graph node by node on autotune's kernels.
+
+Compiling does all the work a call need not repeat: every kernel is loaded once with
+`autotune.load` (its provenance kept: tuned, nearest or default), the buffer plan is laid out in
+one preallocated arena (`planner`), constants and every view of planned memory are bound once, and
+a kernel whose arguments are all fixed memory is bound to their addresses (its argument checks
+run once). A call then checks the inputs, allocates the outputs (the caller owns them: fresh
+arrays each call, never overwritten later) and runs the steps.
+
+Constants are passed to the kernels as they are, from memory, without a copy per call. Weight
+pre-packing is the templates' business: a template that packs a weight inside its kernel (matmul
+packs B into panels) still does so on each call; moving that to compile time needs a template
+taking the packed layout as its input.
+"""
+from __future__ import annotations
+
+import importlib
+import threading
+import warnings
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..interop import as_numpy, contiguous
+from ..runtime import Kernel, load
+from .ir import Graph, Node, Value
+from .planner import ALIGN, ARENA, CONSTANT, OUTPUT, Plan, plan_buffers
+
+
+@dataclass
+class _Step:
+    """One kernel node at run time: its function and argument names (inputs, then outputs);
+    `bound` when every argument is fixed memory, `None` when it reads inputs or writes outputs."""
+
+    func: Callable[..., None]
+    args: tuple[str, ...]
+    bound: Callable[[], None] | None
+
+
+def compile_model(graph_or_path: Any, db: Any = None, target: str = "llvm",
+                  shapes: Mapping[str, tuple[int, ...]] | None = None) -> CompiledModel:
+    """A model ready to run: a Graph is compiled as it is; a path, ONNX ModelProto or bytes goes
+    through `autotune.frontend.onnx.load(model, shapes=shapes)` first."""
+    if isinstance(graph_or_path, Graph):
+        graph = graph_or_path
+        _check_shapes(graph, shapes or {})
+    else:
+        graph = onnx_frontend().load(graph_or_path, shapes=shapes)
+    return CompiledModel(graph, db=db, target=target)
+
+
+def onnx_frontend() -> Any:
+    """`autotune.frontend.onnx`, imported on first use (it needs the onnx package)."""
+    return importlib.import_module("autotune.frontend.onnx")
+
+
+def _check_shapes(graph: Graph, shapes: Mapping[str, tuple[int, ...]]) -> None:
+    """A Graph's shapes are static: `shapes` may only restate them."""
+    known = {v.name: v.shape for v in graph.inputs}
+    for name, shape in shapes.items():
+        if name not in known:
+            raise ValueError(f"shapes: {name!r} is not an input of graph {graph.name!r}; inputs: {', '.join(known)}")
+        if tuple(shape) != known[name]:
+            raise ValueError(f"shapes: input {name!r} of graph {graph.name!r} is {known[name]}, got {tuple(shape)}")
+
+
+class CompiledModel:
+    """`m(x, ...)` (inputs in order) or `m.run({"name": x})` -> list of numpy outputs, fresh
+    arrays each call. Inputs: numpy arrays or anything with `__dlpack__` / `__array_interface__`,
+    read in place when C-contiguous. One call at a time per model (they share the arena)."""
+
+    def __init__(self, graph: Graph, db: Any = None, target: str = "llvm") -> None:
+        graph.validate()
+        self.graph = graph
+        self.target = target
+        self.plan: Plan = plan_buffers(graph)
+        self.kernels, self.load_warnings = _load_kernels(graph, target, db)
+        self.arena = _aligned_bytes(self.plan.arena_bytes)
+        self.buffers = _fixed_buffers(graph, self.plan, self.arena)
+        self._steps = [s for s in (self._step(i, n) for i, n in enumerate(graph.nodes)) if s is not None]
+        self._lock = threading.Lock()
+
+    @property
+    def inputs(self) -> list[tuple[str, tuple[int, ...], str]]:
+        return [(v.name, v.shape, v.dtype) for v in self.graph.inputs]
+
+    @property
+    def outputs(self) -> list[tuple[str, tuple[int, ...], str]]:
+        return [(v.name, v.shape, v.dtype) for v in self.graph.outputs]
+
+    def __call__(self, *arrays: Any) -> list[np.ndarray]:
+        names = [v.name for v in self.graph.inputs]
+        if len(arrays) != len(names):
+            raise TypeError(f"model {self.graph.name!r} takes {len(names)} input(s) ({', '.join(names)}), "
+                            f"got {len(arrays)}")
+        return self.run(dict(zip(names, arrays)))
+
+    def run(self, feeds: Mapping[str, Any]) -> list[np.ndarray]:
+        """The outputs, in the graph's order, for these inputs by name."""
+        env = _check_feeds(self.graph, feeds)
+        with self._lock:
+            env.update(self.buffers)
+            for r, kind in self.plan.kinds.items():
+                if kind == OUTPUT:
+                    v = self.graph.value(r)
+                    env[r] = np.empty(v.shape, v.dtype)
+            for step in self._steps:
+                _run(step, env)
+        roots, kinds = self.plan.roots, self.plan.kinds
+        return [env[v.name] if kinds[roots[v.name]] == OUTPUT else env[v.name].copy() for v in self.graph.outputs]
+
+    def summary(self) -> dict[str, Any]:
+        """Node counts (kernels, views, per provenance: tuned / nearest / default), each distinct
+        kernel with its provenance, and memory: the arena (planned peak), the live peak, the
+        intermediates' total without sharing, constants and outputs."""
+        kernels: dict[str, dict[str, Any]] = {}
+        for i, k in self.kernels.items():
+            n = self.graph.nodes[i]
+            row = kernels.setdefault(k.workload_key, {"op": n.op, "params": dict(n.params), "dtype": n.dtype,
+                                                      "workload": k.workload_key, "provenance": k.provenance,
+                                                      "nodes": 0})
+            row["nodes"] += 1
+        provenance = Counter(_kind(k.provenance) for k in self.kernels.values())
+        return {"graph": self.graph.name, "nodes": len(self.graph.nodes), "kernel_nodes": len(self.kernels),
+                "view_nodes": len(self.graph.nodes) - len(self.kernels),
+                "provenance": {p: provenance.get(p, 0) for p in ("tuned", "nearest", "default")},
+                "kernels": list(kernels.values()), "memory": self._memory(), "warnings": len(self.load_warnings)}
+
+    def _memory(self) -> dict[str, int]:
+        p, g = self.plan, self.graph
+        return {"arena_bytes": p.arena_bytes, "live_peak_bytes": p.live_peak_bytes,
+                "unshared_bytes": p.unshared_bytes,
+                "constant_bytes": sum(int(a.nbytes) for a in g.constants.values()),
+                "output_bytes": sum(g.value(r).nbytes for r, k in p.kinds.items() if k == OUTPUT)}
+
+    def _step(self, index: int, node: Node) -> _Step | _View | None:
+        """A kernel node's step, bound when its arguments are all fixed memory; a view of per-call
+        memory (an input or an output) is reshaped each call; other views are bound already."""
+        if node.is_view:
+            out = node.outputs[0]
+            return None if out in self.buffers else _View(node.inputs[0], out, self.graph.value(out).shape)
+        kernel = self.kernels[index]
+        args = node.inputs + node.outputs
+        bind = getattr(kernel.func, "bind", None)
+        if bind is None or not all(a in self.buffers for a in args):
+            return _Step(kernel.func, args, None)
+        return _Step(kernel.func, args, bind(*[self.buffers[a] for a in args]))
+
+
+@dataclass(frozen=True)
+class _View:
+    """A view node of memory that changes per call: `dst` is `src` reshaped."""
+
+    src: str
+    dst: str
+    shape: tuple[int, ...]
+
+
+def _run(step: _Step | _View, env: dict[str, np.ndarray]) -> None:
+    if isinstance(step, _View):
+        env[step.dst] = env[step.src].reshape(step.shape)
+    elif step.bound is not None:
+        step.bound()
+    else:
+        step.func(*[env[a] for a in step.args])
+
+
+def _kind(provenance: str) -> str:
+    return provenance.split(":", 1)[0]
+
+
+def _load_kernels(graph: Graph, target: str, db: Any) -> tuple[dict[int, Kernel], list[str]]:
+    """Each kernel node's kernel (by node index), loaded once, and the fallback warnings `load`
+    gave (collected: a model with many untuned shapes would otherwise print one per kernel)."""
+    kernels: dict[int, Kernel] = {}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for i, n in enumerate(graph.nodes):
+            if not n.is_view:
+                kernels[i] = load(n.op, target=target, db=db, dtype=n.dtype, **n.params)
+                _check_signature(graph, n, kernels[i])
+    return kernels, [str(w.message) for w in caught]
+
+
+def _check_signature(graph: Graph, node: Node, kernel: Kernel) -> None:
+    """ValueError naming the node when its kernel's arguments are not the node's values: a
+    frontend mapped an op wrongly, and the kernel must not read or write the wrong memory."""
+    specs, n_in = kernel.task.arg_specs, kernel.task.num_inputs
+    if (n_in, len(specs) - n_in) != (len(node.inputs), len(node.outputs)):
+        raise ValueError(f"node {node.name!r}: kernel {kernel.workload_key} takes {n_in} input(s) and "
+                         f"{len(specs) - n_in} output(s), the node has {len(node.inputs)} and {len(node.outputs)}")
+    for name, (shape, dtype) in zip(node.inputs + node.outputs, specs):
+        v = graph.value(name)
+        if (tuple(shape), str(dtype)) != (v.shape, v.dtype):
+            raise ValueError(f"node {node.name!r}: kernel {kernel.workload_key} expects {dtype}{list(shape)} "
+                             f"where the node has {name!r}: {v.dtype}{list(v.shape)}")
+
+
+def _aligned_bytes(nbytes: int) -> np.ndarray:
+    """A byte array of `nbytes` starting at an ALIGN-byte boundary (numpy guarantees less)."""
+    raw = np.empty(nbytes + ALIGN, np.uint8)
+    start = -raw.ctypes.data % ALIGN
+    return raw[start:start + nbytes]
+
+
+def _fixed_buffers(graph: Graph, plan: Plan, arena: np.ndarray) -> dict[str, np.ndarray]:
+    """The arrays that are the same at every call: constants (C-contiguous, converted once),
+    intermediates in the arena, and views of either."""
+    fixed = {name: contiguous(a) for name, a in graph.constants.items()}
+    for r, offset in plan.offsets.items():
+        v = graph.value(r)
+        fixed[r] = arena[offset:offset + v.nbytes].view(v.dtype).reshape(v.shape)
+    for n in graph.nodes:
+        if n.is_view and plan.kinds[plan.roots[n.inputs[0]]] in (CONSTANT, ARENA):
+            fixed[n.outputs[0]] = fixed[n.inputs[0]].reshape(graph.value(n.outputs[0]).shape)
+    return fixed
+
+
+def _check_feeds(graph: Graph, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """The inputs by name as C-contiguous numpy arrays; ValueError for a missing or unknown name
+    or a wrong shape, TypeError for a wrong dtype or a non-array, each naming the input."""
+    names = [v.name for v in graph.inputs]
+    missing = [n for n in names if n not in feeds]
+    unknown = [n for n in feeds if n not in names]
+    if missing or unknown:
+        said = "; ".join(f"{what} {', '.join(map(repr, ns))}" for what, ns in
+                         (("missing input(s)", missing), ("unknown input(s)", unknown)) if ns)
+        raise ValueError(f"model {graph.name!r}: {said}; its inputs are {', '.join(names)}")
+    return {v.name: _check_feed(v, feeds[v.name]) for v in graph.inputs}
+
+
+def _check_feed(v: Value, obj: Any) -> np.ndarray:
+    a = as_numpy(obj, f"input {v.name!r}")
+    if str(a.dtype) != v.dtype:
+        raise TypeError(f"input {v.name!r}: expected dtype {v.dtype}, got {a.dtype}")
+    if tuple(a.shape) != v.shape:
+        raise ValueError(f"input {v.name!r}: expected shape {v.shape}, got {tuple(a.shape)}")
+    return contiguous(a)
