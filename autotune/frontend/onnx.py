@@ -146,7 +146,7 @@ def _infer(model: Any) -> dict[str, Any]:
     return infos
 
 
-def _value(name: str, info: Any, what: str) -> Value:
+def _value(name: str, info: Any, label: str) -> Value:
     """A Value with a static shape and an autotune dtype, or a ValueError naming it."""
     from onnx import helper
 
@@ -154,13 +154,13 @@ def _value(name: str, info: Any, what: str) -> Value:
     if shape is None:
         dims = info.type.tensor_type.shape.dim
         unknown = [f"dim {k} ({d.dim_param or '?'})" for k, d in enumerate(dims) if not d.HasField("dim_value")]
-        hint = f"; bind it with shapes={{{name!r}: (...)}}" if what == "input" else ""
-        raise ValueError(f"onnx.load: {what} {name!r} has an unknown shape "
+        hint = f"; bind it with shapes={{{name!r}: (...)}}" if label.startswith("input") else ""
+        raise ValueError(f"onnx.load: {label} has an unknown shape "
                          f"({', '.join(unknown) or 'no shape'}){hint}")
     elem = info.type.tensor_type.elem_type
     dtype = str(np.dtype(helper.tensor_dtype_to_np_dtype(elem))) if elem else "undefined"
     if dtype == "undefined" or not _known_dtype(dtype):
-        raise ValueError(f"onnx.load: {what} {name!r} has dtype {dtype}, which autotune does not support")
+        raise ValueError(f"onnx.load: {label} has dtype {dtype}, which autotune does not support")
     return Value(name, shape, dtype)
 
 
@@ -169,7 +169,7 @@ def _convert(model: Any, infos: dict[str, Any]) -> Graph:
 
     g = model.graph
     constants = {t.name: numpy_helper.to_array(t) for t in g.initializer}
-    inputs = [_value(i.name, infos[i.name], "input") for i in g.input if i.name not in constants]
+    inputs = [_value(i.name, infos[i.name], f"input {i.name!r}") for i in g.input if i.name not in constants]
     values = {v.name: v for v in inputs}
     for name, array in constants.items():
         values[name] = Value(name, tuple(array.shape), str(array.dtype))
@@ -181,7 +181,7 @@ def _convert(model: Any, infos: dict[str, Any]) -> Graph:
         b.outputs = tuple(node.output)
         for o in node.output:
             if o:
-                values[o] = _value(o, infos.get(o, _missing(o)), f"value of node {b.node_name!r}")
+                values[o] = _value(o, infos.get(o, _missing(o)), f"output {o!r} of node {b.node_name!r}")
         CONVERTERS[node.op_type].convert(b, node, attributes(node))
     outputs = [b.values[o.name] for o in g.output]
     used = {i for n in b.nodes for i in n.inputs} | {o.name for o in outputs}

@@ -48,3 +48,13 @@ def run(graph: Graph, feeds: dict[str, Any]) -> dict[str, np.ndarray]:
                                                      f"{array.dtype}, the graph says {v.dtype}"
             env[name] = array
     return {v.name: env[v.name] for v in graph.outputs}
+
+
+def check_params(graph: Graph) -> None:
+    """Every kernel node's template accepts its parameters and dtype (a task is created for it;
+    nothing is compiled). Nodes whose template this branch lacks are left out."""
+    from autotune.schedules.task import create_task
+
+    for node in graph.nodes:
+        if not node.is_view and template_of(node.op) is not None:
+            create_task(node.op, dtype=node.dtype, **node.params)

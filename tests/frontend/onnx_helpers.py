@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
-from numpy_eval import has_templates, run
+from numpy_eval import check_params, has_templates, run
 from onnx import helper, numpy_helper
 
 import autotune.frontend.onnx as frontend
@@ -65,6 +65,7 @@ def check_against_ort(model: onnx.ModelProto, shapes: dict[str, tuple[int, ...]]
                       rtol: float = 1e-4, atol: float = 1e-5, feeds: dict[str, np.ndarray] | None = None) -> Any:
     """Import `model`, run it with the numpy interpreter and compare every output with onnxruntime."""
     graph = frontend.load(model, shapes=shapes)
+    check_params(graph)
     feeds = feeds if feeds is not None else random_feeds(model, shapes)
     got = run(graph, feeds)
     want = ort_run(model, feeds)

@@ -63,6 +63,7 @@ CASES = {
     "reduce_mean_attr_axes": lambda: one("ReduceMean", [(3, 5, 4)], opset=17, axes=[1]),
     "reduce_max_all": lambda: one("ReduceMax", [(3, 5)], opset=18, keepdims=0),
     "softmax_axis1": lambda: one("Softmax", [(3, 5, 4)], axis=1),
+    "softmax_axis1_4d": lambda: one("Softmax", [(2, 3, 5, 4)], axis=1),
     "log_softmax_last": lambda: one("LogSoftmax", [(3, 5, 4)]),
     "layer_norm": lambda: one("LayerNormalization", [(2, 3, 5)], inits={"g": w(3, 5), "b": w(5)}, axis=1,
                               epsilon=1e-3),
