@@ -60,6 +60,7 @@ class Builder:
     constants: dict[str, np.ndarray]
     nodes: list[Node] = field(default_factory=list)
     node_name: str = ""           # the ONNX node being converted: every emitted node carries it
+    op_type: str = ""             # its op type (errors name both)
     outputs: tuple[str, ...] = ()  # that node's output names ("" for an absent optional output)
     _steps: int = 0
 
@@ -78,8 +79,8 @@ class Builder:
         """The constant value of input `name`; a ValueError naming the node when it is computed."""
         value = self.const(name)
         if value is None:
-            raise ValueError(f"{self.node_name!r}: {what} ({name!r}) must be a constant (an initializer or "
-                             "computed from shapes and constants only)")
+            raise self.fail(f"{what} ({name!r}) must be a constant (an initializer or computed from shapes "
+                            "and constants only)")
         return value
 
     def out(self, index: int = 0) -> str:
@@ -89,7 +90,7 @@ class Builder:
         return self.shape(self.outputs[index])
 
     def fail(self, message: str) -> ValueError:
-        return ValueError(f"{self.node_name!r}: {message}")
+        return ValueError(f"{self.op_type} {self.node_name!r}: {message}")
 
     # -- writing ------------------------------------------------------------------------------
     def fresh(self, step: str) -> str:

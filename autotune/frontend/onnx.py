@@ -175,7 +175,7 @@ def _convert(model: Any, infos: dict[str, Any]) -> Graph:
         values[name] = Value(name, tuple(array.shape), str(array.dtype))
     b = Builder(values, constants)
     for index, node in enumerate(g.node):
-        b.node_name = node_name(node, index)
+        b.node_name, b.op_type = node_name(node, index), node.op_type
         if node.op_type in FOLD_ONLY:
             raise ValueError(f"{node.op_type} {b.node_name!r}: its inputs must be constants or static shapes")
         b.outputs = tuple(node.output)

@@ -35,8 +35,8 @@ def run(graph: Graph, feeds: dict[str, Any]) -> dict[str, np.ndarray]:
         else:
             tpl = template_of(node.op)
             assert tpl is not None, f"node {node.name!r}: no template {node.op!r}"
-            assert args[0].dtype == np.dtype(node.dtype), f"node {node.name!r}: loaded for {node.dtype}, " \
-                                                          f"first input is {args[0].dtype}"
+            assert np.dtype(node.dtype) in [a.dtype for a in args], f"node {node.name!r}: loaded for " \
+                                                                    f"{node.dtype}, no input has that dtype"
             out = tpl.reference(*args, **node.params)
             results = list(out) if isinstance(out, (list, tuple)) else [out]
         for name, array in zip(node.outputs, results, strict=True):

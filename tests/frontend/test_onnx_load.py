@@ -155,3 +155,12 @@ def test_a_runtime_slice_bound_is_refused_naming_the_node() -> None:
 def test_import_autotune_does_not_import_onnx() -> None:
     code = "import sys, autotune, autotune.graph; assert 'onnx' not in sys.modules, 'onnx imported'"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_shape_dependent_refusal_names_the_node_and_why() -> None:
+    node = helper.make_node("AveragePool", ["x"], ["y"], name="avg", kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1)
+    with pytest.raises(ValueError, match=r"AveragePool 'avg': average pooling with pads .*ceil_mode"):
+        frontend.load(make_model([node], {"x": ((1, 2, 5, 5), F)}, ["y"]))
+    node = helper.make_node("Resize", ["x", "", "s"], ["y"], name="up")
+    with pytest.raises(ValueError, match=r"Resize 'up': scales \[1.0, 1.0, 1.5, 1.5\] differ from output / input"):
+        frontend.load(make_model([node], {"x": ((1, 2, 5, 5), F)}, ["y"], {"s": np.array([1, 1, 1.5, 1.5], F)}, 19))

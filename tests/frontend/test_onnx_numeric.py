@@ -62,6 +62,8 @@ CASES = {
     "reduce_sum_input_axes": lambda: one("ReduceSum", [(3, 5, 4)], inits={"axes": np.array([0, -1])}, keepdims=0),
     "reduce_mean_attr_axes": lambda: one("ReduceMean", [(3, 5, 4)], opset=17, axes=[1]),
     "reduce_max_all": lambda: one("ReduceMax", [(3, 5)], opset=18, keepdims=0),
+    "reduce_noop_empty_axes": lambda: one("ReduceSum", [(3, 5)], opset=18, noop_with_empty_axes=1),
+    "reduce_min_empty_axes": lambda: one("ReduceMin", [(3, 5)], opset=18, inits={"a": np.zeros(0, np.int64)}),
     "softmax_axis1": lambda: one("Softmax", [(3, 5, 4)], axis=1),
     "softmax_axis1_4d": lambda: one("Softmax", [(2, 3, 5, 4)], axis=1),
     "log_softmax_last": lambda: one("LogSoftmax", [(3, 5, 4)]),
@@ -113,6 +115,16 @@ def test_where_and_compare() -> None:
     check_against_ort(make_model(nodes, {"x": ((3, 5), F), "z": ((5,), F)}, ["y"]))
 
 
+def test_where_of_a_bool_input() -> None:
+    node = helper.make_node("Where", ["c", "x", "z"], ["y"])
+    check_against_ort(make_model([node], {"c": ((3, 1), np.bool_), "x": ((3, 5), F), "z": ((), F)}, ["y"]))
+
+
+def test_pow_by_an_integer_constant() -> None:
+    node = helper.make_node("Pow", ["x", "e"], ["y"])
+    check_against_ort(make_model([node], {"x": ((3, 5), F)}, ["y"], {"e": np.array(3)}))
+
+
 NEW = {
     "erf": (lambda: one("Erf", [(3, 5)]), ("erf",)),
     "leaky_relu": (lambda: one("LeakyRelu", [(3, 5)], alpha=0.1), ("leaky_relu",)),
@@ -122,6 +134,8 @@ NEW = {
     "clip": (lambda: one("Clip", [(3, 5)], inits={"lo": np.array(-0.5, F)}), ("clip",)),
     "matmul_broadcast": (lambda: one("MatMul", [(3, 5), (2, 1, 5, 7)]), ("expand",)),
     "expand": (lambda: one("Expand", [(3, 1)], inits={"s": np.array([2, 3, 5])}), ("expand",)),
+    "gather_runtime_indices": (lambda: make_model([helper.make_node("Gather", ["x", "i"], ["y"], axis=1)],
+                                                  {"x": ((3, 5, 4), F), "i": ((2, 3), np.int64)}, ["y"]), ("cast",)),
     "argmax": (lambda: one("ArgMax", [(3, 5, 4)], axis=1, keepdims=0), ("argmax", "cast")),
     "instance_norm": (lambda: one("InstanceNormalization", [(2, 3, 5, 4)], inits={"s": w(3), "b": w(3)}),
                       ("instance_norm",)),
