@@ -62,6 +62,7 @@ class Builder:
     node_name: str = ""           # the ONNX node being converted: every emitted node carries it
     op_type: str = ""             # its op type (errors name both)
     outputs: tuple[str, ...] = ()  # that node's output names ("" for an absent optional output)
+    reserved: set[str] = field(default_factory=set)   # every ONNX value name: never a made-up name
     _steps: int = 0
 
     # -- reading ------------------------------------------------------------------------------
@@ -97,7 +98,7 @@ class Builder:
         """A new value name for a decomposition intermediate: '<onnx node>/<step>'."""
         self._steps += 1
         name = f"{self.node_name}/{step}"
-        while name in self.values:
+        while name in self.values or name in self.reserved:
             name = f"{self.node_name}/{step}_{self._steps}"
             self._steps += 1
         return name

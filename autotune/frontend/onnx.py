@@ -173,7 +173,7 @@ def _convert(model: Any, infos: dict[str, Any]) -> Graph:
     values = {v.name: v for v in inputs}
     for name, array in constants.items():
         values[name] = Value(name, tuple(array.shape), str(array.dtype))
-    b = Builder(values, constants)
+    b = Builder(values, constants, reserved={o for n in g.node for o in n.output})
     for index, node in enumerate(g.node):
         b.node_name, b.op_type = node_name(node, index), node.op_type
         if node.op_type in FOLD_ONLY:

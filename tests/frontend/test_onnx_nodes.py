@@ -131,3 +131,11 @@ def test_max_pool_with_asymmetric_pads_pads_explicitly_with_the_lowest_float() -
     assert [op for op, _ in ops(graph)] == ["pad", "max_pool2d"]
     assert graph.nodes[0].params["value"] == -float(np.finfo(F).max)
     assert graph.nodes[1].params == {"shape": (1, 3, 9, 9), "kernel": 2, "stride": 2, "padding": 0}
+
+
+def test_made_up_names_never_take_an_onnx_value_name() -> None:
+    nodes = [helper.make_node("Softmax", ["x"], ["s"], name="n0"),
+             helper.make_node("Neg", ["s"], ["n0/view"], name="n1")]
+    graph = frontend.load(make_model(nodes, {"x": ((3, 5, 4), F)}, ["n0/view"]))
+    assert [n.op for n in graph.nodes] == ["view", "softmax", "view", "neg"]
+    assert graph.nodes[0].outputs != ("n0/view",) and graph.nodes[3].outputs == ("n0/view",)
