@@ -1,0 +1,101 @@
+"""ONNX normalizations and Resize -> layer_norm / batch_norm / instance_norm / resize templates.
+
+LayerNormalization over the trailing axes from `axis` is layer_norm on an M x N view; its scale
+and bias become (N,) gamma/beta (broadcast at import when given smaller). BatchNormalization of
+any rank runs as batch_norm on an (N, C, spatial, 1) view. Resize maps its attributes one to one
+onto the resize template, whose scale is output size / input size: explicit scales that differ
+from that ratio are refused.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from .builder import Attrs, Builder, allowed, converts
+from .onnx_ops import f32
+
+COORDS = ("half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel")
+NEAREST = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
+
+
+def _extra_outputs(node: Any, names: str) -> list[str]:
+    return [f"outputs {names}"] if any(node.output[1:]) else []
+
+
+def _layer_norm_check(node: Any, attrs: Attrs) -> list[str]:
+    return _extra_outputs(node, "Mean/InvStdDev")
+
+
+def _row_vector(b: Builder, x: str | None, shape: tuple[int, ...], fill: float, dtype: str, step: str) -> str:
+    """A scale or bias broadcastable to `shape` as an (N,) vector (N = its element count)."""
+    n = math.prod(shape)
+    if x is None:
+        return b.constant(np.full((n,), fill, dtype=dtype), step)
+    array = b.const(x)
+    if array is not None:
+        return b.constant(np.broadcast_to(array, shape).reshape(n), step)
+    if math.prod(b.shape(x)) != n:
+        raise b.fail(f"a computed {step} of shape {b.shape(x)} must have all of {shape}")
+    return b.view(x, (n,))
+
+
+@converts("LayerNormalization", check=_layer_norm_check)
+def _layer_norm(b: Builder, node: Any, attrs: Attrs) -> None:
+    x = node.input[0]
+    shape, dtype = b.shape(x), b.dtype(x)
+    axis = int(attrs.get("axis", -1)) % len(shape)
+    M, N = math.prod(shape[:axis]), math.prod(shape[axis:])
+    gamma = _row_vector(b, node.input[1], shape[axis:], 1.0, dtype, "gamma")
+    beta = _row_vector(b, node.input[2] if len(node.input) > 2 and node.input[2] else None,
+                       shape[axis:], 0.0, dtype, "beta")
+    params = {"M": M, "N": N, "eps": f32(attrs.get("epsilon", 1e-5))}
+    b.kernel_out("layer_norm", [b.view(x, (M, N)), gamma, beta], params, (M, N))
+
+
+def _batch_norm_check(node: Any, attrs: Attrs) -> list[str]:
+    return allowed(node, attrs, "training_mode", (0,), 0) + _extra_outputs(node, "running_mean/running_var")
+
+
+@converts("BatchNormalization", check=_batch_norm_check)
+def _batch_norm(b: Builder, node: Any, attrs: Attrs) -> None:
+    """Inference batch norm: ONNX's (X, scale, B, mean, var) are batch_norm's (x, mean, var, gamma, beta)."""
+    x, scale, bias, mean, var = node.input
+    N, C, *spatial = b.shape(x)
+    if len(spatial) != 2:
+        x = b.view(x, (N, C, math.prod(spatial), 1))
+    H, W = b.shape(x)[2:]
+    params = {"N": N, "C": C, "H": H, "W": W, "eps": f32(attrs.get("epsilon", 1e-5))}
+    b.kernel_out("batch_norm", [x, mean, var, scale, bias], params, b.shape(x))
+
+
+@converts("InstanceNormalization")
+def _instance_norm(b: Builder, node: Any, attrs: Attrs) -> None:
+    x, scale, bias = node.input
+    params = {"shape": b.shape(x), "eps": f32(attrs.get("epsilon", 1e-5))}
+    b.kernel_out("instance_norm", [x, scale, bias], params, b.shape(x))
+
+
+def _resize_check(node: Any, attrs: Attrs) -> list[str]:
+    return (allowed(node, attrs, "mode", ("nearest", "linear"), "nearest")
+            + allowed(node, attrs, "coordinate_transformation_mode", COORDS, "half_pixel")
+            + allowed(node, attrs, "nearest_mode", NEAREST, "round_prefer_floor")
+            + allowed(node, attrs, "antialias", (0,), 0) + allowed(node, attrs, "exclude_outside", (0,), 0))
+
+
+@converts("Resize", check=_resize_check)
+def _resize(b: Builder, node: Any, attrs: Attrs) -> None:
+    x = node.input[0]
+    shape, out_shape = b.shape(x), b.out_shape()
+    scales = b.const(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+    if scales is not None and scales.size:
+        axes = attrs.get("axes", list(range(len(shape))))
+        exact = [o / i for i, o in zip(shape, out_shape)]
+        if any(not math.isclose(float(s), exact[a % len(shape)], rel_tol=1e-6) for s, a in zip(scales, axes)):
+            raise b.fail(f"scales {scales.tolist()} differ from output / input sizes {exact}: only scales "
+                         "that are exact size ratios are supported")
+    params = {"shape": shape, "out_shape": out_shape, "mode": attrs.get("mode", "nearest"),
+              "coord": attrs.get("coordinate_transformation_mode", "half_pixel"),
+              "nearest": attrs.get("nearest_mode", "round_prefer_floor")}
+    b.kernel_out("resize", [x], params, out_shape)

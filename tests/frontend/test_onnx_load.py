@@ -1,0 +1,166 @@
+"""autotune.frontend.onnx.load: inputs it accepts, shapes and dtypes from ONNX shape inference,
+folding of constant sub-graphs, and the errors that refuse a model before any work."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+
+sys.path.insert(0, os.path.dirname(__file__))
+from onnx_helpers import check_against_ort, make_model
+
+import autotune.frontend.onnx as frontend
+
+F = np.float32
+
+
+def _cnn(batch: str | int = "N") -> onnx.ModelProto:
+    rng = np.random.default_rng(0)
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", pads=[1, 1, 1, 1], strides=[2, 2]),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Flatten", ["p"], ["f"]),
+             helper.make_node("Gemm", ["f", "fc", "fb"], ["g"], transB=1),
+             helper.make_node("ArgMax", ["g"], ["label"], axis=1),
+             helper.make_node("Softmax", ["g"], ["y"])]
+    inits = {"w": rng.standard_normal((4, 3, 3, 3)).astype(F), "b": np.ones(4, F),
+             "fc": rng.standard_normal((5, 16)).astype(F), "fb": np.zeros(5, F)}
+    return make_model(nodes, {"x": ((batch, 3, 9, 9), F)}, ["y", "label"], inits)
+
+
+def test_every_value_has_the_shape_and_dtype_of_onnx_shape_inference() -> None:
+    model = _cnn()
+    graph = frontend.load(model, shapes={"x": (2, 3, 9, 9)})
+    bound = _cnn(2)
+    inferred = onnx.shape_inference.infer_shapes(bound).graph
+    infos = {v.name: v for v in [*inferred.value_info, *inferred.output, *inferred.input]}
+    onnx_names = [name for name in graph.values if "/" not in name and name not in graph.constants]
+    assert sorted(onnx_names) == sorted(["x", "c", "r", "p", "f", "g", "label", "y"])
+    for name in onnx_names:
+        t = infos[name].type.tensor_type
+        assert graph.value(name).shape == tuple(d.dim_value for d in t.shape.dim), name
+        assert graph.value(name).dtype == str(np.dtype(helper.tensor_dtype_to_np_dtype(t.elem_type))), name
+    assert [v.name for v in graph.outputs] == ["y", "label"]
+    assert graph.value("label").dtype == "int64"
+
+
+def _pytorch_flatten(opset: int) -> onnx.ModelProto:
+    """x.view(x.size(0), -1) as torch.onnx exports it: Shape -> Gather -> Unsqueeze -> Concat -> Reshape."""
+    unsqueeze = (helper.make_node("Unsqueeze", ["n"], ["nu"], axes=[0]) if opset < 13 else
+                 helper.make_node("Unsqueeze", ["n", "zero1"], ["nu"]))
+    nodes = [helper.make_node("Relu", ["x"], ["r"]),
+             helper.make_node("Shape", ["r"], ["s"]),
+             helper.make_node("Constant", [], ["i0"], value=helper.make_tensor("i0", onnx.TensorProto.INT64, [], [0])),
+             helper.make_node("Gather", ["s", "i0"], ["n"], axis=0), unsqueeze,
+             helper.make_node("Concat", ["nu", "minus1"], ["shape"], axis=0),
+             helper.make_node("Reshape", ["r", "shape"], ["y"], name="flatten")]
+    inits = {"zero1": np.array([0]), "minus1": np.array([-1])}
+    return make_model(nodes, {"x": (("batch", 3, 5, 7), F)}, ["y"], inits, opset)
+
+
+def test_a_pytorch_shape_computation_folds_to_a_view() -> None:
+    graph = check_against_ort(_pytorch_flatten(17), shapes={"x": (2, 3, 5, 7)})
+    assert [(n.op, n.name) for n in graph.nodes] == [("relu", "Relu_0"), ("view", "flatten")]
+    assert graph.value("y").shape == (2, 105)
+    assert graph.constants == {}
+
+
+def test_constant_of_shape_range_and_gather_on_constants_fold() -> None:
+    """Position ids: Range(0, seq) from the input's shape, an embedding row per position added."""
+    nodes = [helper.make_node("Shape", ["x"], ["s"], start=1, end=2),
+             helper.make_node("Squeeze", ["s", "zero1"], ["seq"]),
+             helper.make_node("Range", ["zero", "seq", "one"], ["pos"]),
+             helper.make_node("Gather", ["table", "pos"], ["emb"]),
+             helper.make_node("Shape", ["x"], ["s4"], start=-1),
+             helper.make_node("ConstantOfShape", ["s4"], ["ones"],
+                              value=helper.make_tensor("v", onnx.TensorProto.FLOAT, [1], [2.0])),
+             helper.make_node("Mul", ["emb", "ones"], ["emb2"]),
+             helper.make_node("Add", ["x", "emb2"], ["y"])]
+    inits = {"zero1": np.array([0]), "zero": np.array(0), "one": np.array(1),
+             "table": np.arange(40, dtype=F).reshape(10, 4)}
+    model = make_model(nodes, {"x": ((2, "seq", 4), F)}, ["y"], inits)
+    graph = check_against_ort(model, shapes={"x": (2, 6, 4)})
+    assert [n.op for n in graph.nodes] == ["add"]
+
+
+def test_load_accepts_a_path_bytes_and_a_proto(tmp_path) -> None:
+    model = _cnn(1)
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    graphs = [frontend.load(m) for m in (model, model.SerializeToString(), path, str(path))]
+    assert all(str(g) == str(graphs[0]) for g in graphs)
+
+
+def test_an_initializer_listed_as_input_is_a_constant() -> None:
+    model = make_model([helper.make_node("Add", ["x", "w"], ["y"])], {"x": ((3,), F), "w": ((3,), F)}, ["y"],
+                       {"w": np.ones(3, F)})
+    graph = frontend.load(model)
+    assert [v.name for v in graph.inputs] == ["x"]
+    assert list(graph.constants) == ["w"]
+
+
+def test_unsupported_ops_and_attributes_are_listed_in_one_error() -> None:
+    nodes = [helper.make_node("LSTM", ["x", "w", "r"], ["h"], name="lstm_a"),
+             helper.make_node("TopK", ["x", "k"], ["v", "i"]),
+             helper.make_node("LSTM", ["x", "w", "r"], ["h2"], name="lstm_b"),
+             helper.make_node("Resize", ["x", "", "sc"], ["up"], name="up", mode="cubic"),
+             helper.make_node("Pad", ["x", "p"], ["pd"], name="pad", mode="reflect"),
+             helper.make_node("Conv", ["x", "w"], ["c3"], name="conv3", kernel_shape=[3, 3, 3]),
+             helper.make_node("ArgMax", ["x"], ["am"], name="am", select_last_index=1)]
+    model = make_model(nodes, {"x": ((1, 2, 3, 4), F)}, ["h"])
+    with pytest.raises(ValueError) as info:
+        frontend.load(model)
+    text = str(info.value)
+    for part in ["LSTM (2 nodes, first 'lstm_a')", "TopK (1 node, first 'TopK_1')",
+                 "Resize 'up': mode='cubic' is not supported", "Pad 'pad': mode='reflect' is not supported",
+                 "Conv 'conv3': kernel_shape=[3, 3, 3] (3-d) is not supported",
+                 "ArgMax 'am': select_last_index=1 is not supported"]:
+        assert part in text
+
+
+def test_an_unknown_dimension_names_the_input() -> None:
+    with pytest.raises(ValueError, match=r"input 'x' has an unknown shape \(dim 0 \(N\)\).*shapes="):
+        frontend.load(_cnn())
+
+
+@pytest.mark.parametrize(("shapes", "message"), [
+    ({"z": (1, 3, 9, 9)}, "'z', which is not an input"),
+    ({"x": (1, 3, 9)}, "rank 3, the input has rank 4"),
+    ({"x": (1, 4, 9, 9)}, "fixes that dimension to 3"),
+])
+def test_bad_shapes_are_refused(shapes: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        frontend.load(_cnn(), shapes=shapes)
+
+
+@pytest.mark.parametrize("opset", [12, 22])
+def test_an_unsupported_opset_is_named(opset: int) -> None:
+    model = make_model([helper.make_node("Relu", ["x"], ["y"])], {"x": ((3,), F)}, ["y"], opset=opset)
+    with pytest.raises(ValueError, match=f"opset {opset} is not supported"):
+        frontend.load(model)
+
+
+def test_a_runtime_slice_bound_is_refused_naming_the_node() -> None:
+    nodes = [helper.make_node("Slice", ["x", "s", "e"], ["y"], name="sl")]
+    model = make_model(nodes, {"x": ((5,), F), "s": ((1,), np.int64)}, ["y"], {"e": np.array([4])})
+    with pytest.raises(ValueError, match=r"output 'y' of node 'sl' has an unknown shape"):
+        frontend.load(model)
+
+
+def test_import_autotune_does_not_import_onnx() -> None:
+    code = "import sys, autotune, autotune.graph; assert 'onnx' not in sys.modules, 'onnx imported'"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_shape_dependent_refusal_names_the_node_and_why() -> None:
+    node = helper.make_node("AveragePool", ["x"], ["y"], name="avg", kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1)
+    with pytest.raises(ValueError, match=r"AveragePool 'avg': average pooling with pads .*ceil_mode"):
+        frontend.load(make_model([node], {"x": ((1, 2, 5, 5), F)}, ["y"]))
+    node = helper.make_node("Resize", ["x", "", "s"], ["y"], name="up")
+    with pytest.raises(ValueError, match=r"Resize 'up': scales \[1.0, 1.0, 1.5, 1.5\] differ from output / input"):
+        frontend.load(make_model([node], {"x": ((1, 2, 5, 5), F)}, ["y"], {"s": np.array([1, 1, 1.5, 1.5], F)}, 19))
