@@ -272,6 +272,8 @@ def cross_entropy_template(cfg, N: int, C: int, dtype: str = "float32"):
 def attention_scale(scale: float, head_dim: int) -> float:
     """The scale an attention task applies: its parameter, or 1/sqrt(D) for DEFAULT_SCALE (so the
     default is one workload whether it is left out or passed)."""
+    if not math.isfinite(scale):
+        raise ValueError(f"attention: scale must be finite, got {scale}")
     return 1.0 / math.sqrt(head_dim) if scale == DEFAULT_SCALE else scale
 
 
