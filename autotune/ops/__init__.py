@@ -43,7 +43,7 @@ from .elementwise import (
 from .linalg import batch_matmul, conv2d, dense, matmul
 from .logic import cast, equal, greater, less, logical_not
 from .movement import concat, embedding, expand, pad, permute, slice, take, transpose
-from .nn import attention, batch_norm, cross_entropy, layer_norm, log_softmax, rms_norm, softmax
+from .nn import attention, batch_norm, cross_entropy, instance_norm, layer_norm, log_softmax, rms_norm, softmax
 from .pooling import avg_pool2d, global_avg_pool, max_pool2d
 from .reduction import argmax, max, mean, min, sum, var
 
@@ -81,6 +81,7 @@ __all__ = [
                    "greater",
                    "hard_sigmoid",
                    "hard_swish",
+                   "instance_norm",
                    "layer_norm",
                    "leaky_relu",
                    "less",
