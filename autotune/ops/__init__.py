@@ -47,6 +47,7 @@ from .movement import concat, embedding, expand, pad, permute, slice, take, tran
 from .nn import attention, batch_norm, cross_entropy, instance_norm, layer_norm, log_softmax, rms_norm, softmax
 from .pooling import avg_pool2d, global_avg_pool, max_pool2d
 from .reduction import argmax, max, mean, min, sum, var
+from .resize import resize
 
 __all__ = [
                    "abs",
@@ -104,6 +105,7 @@ __all__ = [
                    "power",
                    "reciprocal",
                    "relu",
+                   "resize",
                    "rms_norm",
                    "rsqrt",
                    "sigmoid",
