@@ -41,6 +41,7 @@ def test_unary_templates_match_numpy_at_several_configs(check_configs, op, param
     ("greater", "int64", {"a_shape": (5, 37), "b_shape": (5, 37)}), ("logical_not", "bool", {"shape": SHAPE}),
     ("cast", "float32", {"shape": SHAPE, "to": "int64"}), ("cast", "int32", {"shape": SHAPE, "to": "bool"}),
     ("cast", "bool", {"shape": SHAPE, "to": "float32"}), ("clip", "int32", {"shape": SHAPE, "lo": -3.0, "hi": 4.0}),
+    ("equal", "bool", {"a_shape": (5, 37), "b_shape": (37,)}),
 ])
 def test_templates_with_other_dtypes_match_numpy_exactly(check_configs, op, dtype, params):
     check_configs(op, dtype=dtype, exact=True, **params)
