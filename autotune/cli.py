@@ -27,6 +27,8 @@ class CLIError(click.ClickException):
 
 
 _INT = re.compile(r"-?[0-9]+")
+_INF = re.compile(r"-?inf")                                      # Clip's absent bounds
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")                    # a mode, a dtype name
 _FLOAT = re.compile(r"-?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?")   # ASCII digits only, as int text
 MAX_DIGITS = 400          # create_task refuses anything past 2**1023 (309 digits) with its own message
 
@@ -36,23 +38,27 @@ def clip(text: str, n: int = 60) -> str:
     return text if len(text) <= n else text[:n] + "..."
 
 
-def parse_shape(text: str) -> dict[str, int | float | tuple[int, ...]]:
+def parse_shape(text: str) -> dict[str, int | float | str | tuple[int, ...]]:
     """`M=1024,N=512,K=64` -> {"M": 1024, ...}; `axes=0:2` is the tuple (0, 2), `eps=1e-05` the
-    float 1e-05; bad items are named. Whether the op takes that kind there is create_task's check."""
-    out: dict[str, int | float | tuple[int, ...]] = {}
+    float 1e-05, `hi=inf` an infinity, `mode=linear` the str "linear" (nan is no value); bad items
+    are named. Whether the op takes that kind there is create_task's check."""
+    out: dict[str, int | float | str | tuple[int, ...]] = {}
     for item in filter(None, (p.strip() for p in text.split(","))):
         name, sep, value = (x.strip() for x in item.partition("="))
         parts = [p.strip() for p in value.split(":")]
-        is_float = len(parts) == 1 and not _INT.fullmatch(parts[0]) and _FLOAT.fullmatch(parts[0])
-        if not sep or not name or not (is_float or all(_INT.fullmatch(p) for p in parts)):
-            raise CLIError(f"malformed --shape item {clip(item)!r}; expected NAME=INT, NAME=FLOAT or "
-                           "NAME=INT:INT (a tuple), e.g. M=1024,N=1024,K=1024 or eps=1e-05")
+        one = parts[0] if len(parts) == 1 else ""
+        is_float = not _INT.fullmatch(one) and bool(_FLOAT.fullmatch(one) or _INF.fullmatch(one))
+        is_word = not is_float and bool(_WORD.fullmatch(one)) and one.lower() != "nan"
+        if not sep or not name or not (is_float or is_word or all(_INT.fullmatch(p) for p in parts)):
+            raise CLIError(f"malformed --shape item {clip(item)!r}; expected NAME=INT, NAME=FLOAT, NAME=WORD or "
+                           "NAME=INT:INT (a tuple), e.g. M=1024,N=1024,K=1024, eps=1e-05 or mode=linear")
         if max(map(len, parts)) > MAX_DIGITS:
             raise CLIError(f"--shape {clip(name)!r}: a value of {max(map(len, parts))} digits; "
                            f"at most {MAX_DIGITS} digits")
         if name in out:
             raise CLIError(f"--shape gives {clip(name)!r} twice")
-        out[name] = float(parts[0]) if is_float else int(parts[0]) if len(parts) == 1 else tuple(map(int, parts))
+        out[name] = (float(one) if is_float else one if is_word else int(one) if len(parts) == 1
+                     else tuple(map(int, parts)))
     if not out:
         raise CLIError("--shape is empty; expected NAME=VALUE[,NAME=VALUE...]")
     return out

@@ -106,8 +106,9 @@ def _log_scale(x: int) -> float:
 
 def _distance(a: dict[str, Any], b: dict[str, Any]) -> tuple[float, int]:
     """How far apart two shapes of one op are: the summed log-ratio of their size parameters
-    (tuples element by element; inf when a parameter differs in kind or length, so no such shape
-    is nearest), then how many float parameters differ.
+    (tuples element by element; inf when a parameter differs in kind or length, or a word
+    parameter differs: another mode or dtype is another computation, so no such shape is
+    nearest), then how many float parameters differ.
 
     A float parameter (eps, scale, a pad value) changes the numbers computed, not the loop nest,
     and the config borrowed is compiled with this task's own values: a shape tuned at another eps
@@ -117,6 +118,10 @@ def _distance(a: dict[str, Any], b: dict[str, Any]) -> tuple[float, int]:
     total, floats = 0.0, 0
     for name, x in a.items():
         y = b[name]
+        if isinstance(x, str) or isinstance(y, str):
+            if x != y:
+                return math.inf, 0
+            continue
         if isinstance(x, float) or isinstance(y, float):
             if not (isinstance(x, float) and isinstance(y, float)):
                 return math.inf, 0
@@ -224,7 +229,7 @@ def lookup(op: str, target: str = "llvm", db: Any = None, dtype: str = "float32"
     return task, _choose(task, _open_db(db), warn=lambda task, msg: None)[1]
 
 
-def _param_value(op: str, name: str, value: Any) -> int | float | tuple[int, ...]:
+def _param_value(op: str, name: str, value: Any) -> int | float | str | tuple[int, ...]:
     """A parameter as tasks hold it (numpy scalars become Python's), checked before it keys the
     resolved-kernel cache; create_task then checks it is of the kind the template takes."""
     def is_int(v: Any) -> bool:
@@ -234,9 +239,12 @@ def _param_value(op: str, name: str, value: Any) -> int | float | tuple[int, ...
         return int(value)
     if isinstance(value, (float, np.floating)):
         return float(value)
+    if isinstance(value, str):
+        return value
     if isinstance(value, (tuple, list)) and all(is_int(v) for v in value):
         return tuple(int(v) for v in value)
-    raise TypeError(f"load({op!r}): parameter {name} must be an int, a float or a tuple of ints, got {value!r}")
+    raise TypeError(f"load({op!r}): parameter {name} must be an int, a float, a str or a tuple of ints, "
+                    f"got {value!r}")
 
 
 def _db_stamp(db: Any) -> list | None:

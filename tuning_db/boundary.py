@@ -99,19 +99,25 @@ def tolerant_loads(text: str | bytes) -> Any:
         return Unreadable(str(e))
 
 
-def check_params(params: Any, what: str = "params") -> dict[str, int | float | tuple[int, ...]]:
-    """A task's parameters: names to 64-bit ints, lists of them (tuples in Python), or finite floats."""
+MAX_WORD = 64                 # a str parameter is a word: a mode or a dtype name
+
+
+def check_params(params: Any, what: str = "params") -> dict[str, int | float | str | tuple[int, ...]]:
+    """A task's parameters: names to 64-bit ints, lists of them (tuples in Python), floats other
+    than NaN (Clip's absent bound is an infinity; JSON writes it as Python's json does, Infinity),
+    or short strings (a mode, a dtype name)."""
     if not isinstance(params, dict):
         raise ValueError(f"{what}: expected a JSON object, got {_kind(params)}")
-    out: dict[str, int | float | tuple[int, ...]] = {}
+    out: dict[str, int | float | str | tuple[int, ...]] = {}
     for name, value in params.items():
-        if is_int(value) or (isinstance(value, float) and math.isfinite(value)):
+        word = isinstance(value, str) and 0 < len(value) <= MAX_WORD
+        if is_int(value) or (isinstance(value, float) and not math.isnan(value)) or word:
             out[name] = value
         elif isinstance(value, (list, tuple)) and all(is_int(v) for v in value):
             out[name] = tuple(value)
         else:
-            raise ValueError(f"{what}[{name!r}]: expected an integer, a list of integers or a finite float, "
-                             f"got {short_repr(value)}")
+            raise ValueError(f"{what}[{name!r}]: expected an integer, a list of integers, a float that is not "
+                             f"NaN or a string of 1 to {MAX_WORD} characters, got {short_repr(value)}")
     return out
 
 

@@ -66,7 +66,9 @@ def write_jsonl(path: str | os.PathLike[str], lines: Iterable[dict[str, Any]]) -
     try:
         with open(tmp, "w", encoding="utf-8") as f:
             for obj in lines:
-                f.write(json.dumps(obj, allow_nan=False) + "\n")
+                # every number a record holds is checked finite; only a float parameter may be an
+                # infinity (Clip's absent bound), written Infinity as Python's json reads it back
+                f.write(json.dumps(obj) + "\n")
                 count += 1
         os.replace(tmp, path)
     except OSError as e:

@@ -5,12 +5,14 @@ in its errors, then goes through `autotune.load` (tuned, nearest tuned shape, or
 One module per op family; `sum`, `max`, `min`, `abs` and `slice` shadow Python's builtins here,
 as in numpy.
 """
+from .activations import clip, elu, hard_sigmoid, leaky_relu
 from .conv import (
     conv1d,
     conv2d_bias_relu,
     conv2d_bn,
     conv2d_grouped,
     conv2d_nhwc,
+    conv_transpose2d,
     dense_gelu,
     depthwise_conv2d,
     fold_batch_norm,
@@ -19,8 +21,10 @@ from .elementwise import (
     abs,
     add,
     div,
+    erf,
     exp,
     gelu,
+    hard_swish,
     log,
     maximum,
     minimum,
@@ -38,10 +42,12 @@ from .elementwise import (
     where,
 )
 from .linalg import batch_matmul, conv2d, dense, matmul
-from .movement import concat, embedding, pad, permute, slice, take, transpose
-from .nn import attention, batch_norm, cross_entropy, layer_norm, log_softmax, rms_norm, softmax
+from .logic import cast, equal, greater, less, logical_not
+from .movement import concat, embedding, expand, pad, permute, slice, take, transpose
+from .nn import attention, batch_norm, cross_entropy, instance_norm, layer_norm, log_softmax, rms_norm, softmax
 from .pooling import avg_pool2d, global_avg_pool, max_pool2d
 from .reduction import argmax, max, mean, min, sum, var
+from .resize import resize
 
 __all__ = [
                    "abs",
@@ -51,6 +57,8 @@ __all__ = [
                    "avg_pool2d",
                    "batch_matmul",
                    "batch_norm",
+                   "cast",
+                   "clip",
                    "concat",
                    "conv1d",
                    "conv2d",
@@ -58,19 +66,31 @@ __all__ = [
                    "conv2d_bn",
                    "conv2d_grouped",
                    "conv2d_nhwc",
+                   "conv_transpose2d",
                    "cross_entropy",
                    "dense",
                    "dense_gelu",
                    "depthwise_conv2d",
                    "div",
+                   "elu",
                    "embedding",
+                   "equal",
+                   "erf",
                    "exp",
+                   "expand",
                    "fold_batch_norm",
                    "gelu",
                    "global_avg_pool",
+                   "greater",
+                   "hard_sigmoid",
+                   "hard_swish",
+                   "instance_norm",
                    "layer_norm",
+                   "leaky_relu",
+                   "less",
                    "log",
                    "log_softmax",
+                   "logical_not",
                    "matmul",
                    "max",
                    "max_pool2d",
@@ -85,6 +105,7 @@ __all__ = [
                    "power",
                    "reciprocal",
                    "relu",
+                   "resize",
                    "rms_norm",
                    "rsqrt",
                    "sigmoid",

@@ -24,32 +24,34 @@ def _empty(op: str, shape: tuple[int, ...], dtype: Any) -> np.ndarray | None:
     return np.empty(shape, dtype) if 0 in shape else None
 
 
-def _unary(op: str, x: np.ndarray, float_only: bool, db: Any) -> np.ndarray:
+def unary(op: str, x: np.ndarray, float_only: bool, db: Any, out_dtype: Any = None, **params: Any) -> np.ndarray:
+    """The kernel of `op` on x (a 0-d array runs as shape (1,)); `params` are its other task
+    parameters, `out_dtype` the output's dtype when it is not x's (for an empty x)."""
     dtype = checked_arrays(op, ("x",), (x,), (None,))
     if float_only:
         float_dtype(op, dtype)
-    empty = _empty(op, x.shape, x.dtype)
+    empty = _empty(op, x.shape, out_dtype or x.dtype)
     if empty is not None:
         return empty
-    kernel = load(op, db=db, dtype=dtype, shape=_shape(x))
+    kernel = load(op, db=db, dtype=dtype, shape=_shape(x), **params)
     return kernel(np.ascontiguousarray(x.reshape(_shape(x)))).reshape(x.shape)
 
 
 def relu(x: np.ndarray, db: Any = None) -> np.ndarray:
     """max(x, 0)."""
-    return _unary("relu", x, False, db)
+    return unary("relu", x, False, db)
 
 
 def gelu(x: np.ndarray, approximate: str = "none", db: Any = None) -> np.ndarray:
     """x * Phi(x): exact with erf (approximate="none", PyTorch's default) or the tanh form."""
     if approximate not in ("none", "tanh"):
         raise ValueError(f"gelu: argument approximate must be 'none' or 'tanh', got {approximate!r}")
-    return _unary("gelu" if approximate == "none" else "gelu_tanh", x, True, db)
+    return unary("gelu" if approximate == "none" else "gelu_tanh", x, True, db)
 
 
 def _make_unary(op: str, float_only: bool, doc: str):
     def fn(x: np.ndarray, db: Any = None) -> np.ndarray:
-        return _unary(op, x, float_only, db)
+        return unary(op, x, float_only, db)
 
     fn.__name__ = fn.__qualname__ = op
     fn.__doc__ = doc
@@ -66,6 +68,8 @@ rsqrt = _make_unary("rsqrt", True, "1 / sqrt(x).")
 neg = _make_unary("neg", False, "-x.")
 abs = _make_unary("abs", False, "|x|.")  # numpy's name
 reciprocal = _make_unary("reciprocal", True, "1 / x.")
+erf = _make_unary("erf", True, "The error function erf(x).")
+hard_swish = _make_unary("hard_swish", True, "x * max(0, min(1, x/6 + 1/2)) (ONNX HardSwish).")
 
 
 def _operand(op: str, name: str, v: Any, like: np.ndarray | None) -> np.ndarray:
@@ -87,14 +91,16 @@ def broadcast_shapes(op: str, names: tuple[str, ...], shapes: tuple[tuple[int, .
         raise ValueError(f"{op}: shapes do not broadcast by numpy's rules: {desc}") from None
 
 
-def _binary(op: str, a: Any, b: Any, float_only: bool, db: Any) -> np.ndarray:
+def binary(op: str, a: Any, b: Any, float_only: bool, db: Any, out_dtype: Any = None) -> np.ndarray:
+    """The kernel of `op` on a and b broadcast (numbers take the other operand's dtype);
+    `out_dtype` is the output's dtype when it is not theirs (for an empty result)."""
     a = _operand(op, "a", a, b if isinstance(b, np.ndarray) else None)
     b = _operand(op, "b", b, a)
     dtype = checked_arrays(op, ("a", "b"), (a, b), (None, None))
     if float_only:
         float_dtype(op, dtype, "a")
     shape = broadcast_shapes(op, ("a", "b"), (a.shape, b.shape))
-    empty = _empty(op, shape, a.dtype)
+    empty = _empty(op, shape, out_dtype or a.dtype)
     if empty is not None:
         return empty
     kernel = load(op, db=db, dtype=dtype, a_shape=_shape(a), b_shape=_shape(b))
@@ -103,7 +109,7 @@ def _binary(op: str, a: Any, b: Any, float_only: bool, db: Any) -> np.ndarray:
 
 def _make_binary(op: str, float_only: bool, doc: str):
     def fn(a: Any, b: Any, db: Any = None) -> np.ndarray:
-        return _binary(op, a, b, float_only, db)
+        return binary(op, a, b, float_only, db)
 
     fn.__name__ = fn.__qualname__ = op
     fn.__doc__ = doc + " numpy broadcasting; a number operand takes the array's dtype."

@@ -144,3 +144,23 @@ def take(weight: np.ndarray, indices: Any, db: Any = None) -> np.ndarray:
 def embedding(indices: Any, weight: np.ndarray, db: Any = None) -> np.ndarray:
     """PyTorch's F.embedding(indices, weight): weight[indices]."""
     return take(weight, indices, db=db)
+
+
+def expand(x: np.ndarray, shape: Sequence[int], db: Any = None) -> np.ndarray:
+    """numpy's broadcast_to(x, shape) as a new array (ONNX Expand with its shape resolved)."""
+    dtype = checked_arrays("expand", ("x",), (x,), (None,))
+    if not isinstance(shape, (tuple, list)) or not all(isinstance(d, numbers.Integral) and int(d) >= 0
+                                                       and not isinstance(d, bool) for d in shape):
+        raise TypeError(f"expand: argument shape must be a tuple of ints >= 0, got {shape!r}")
+    out = tuple(int(d) for d in shape)
+    try:
+        fits = np.broadcast_shapes(x.shape, out) == out
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ValueError(f"expand: x of shape {x.shape} does not broadcast to shape {out}")
+    if 0 in out or not out:
+        return np.broadcast_to(x, out).copy()
+    src = x.reshape(x.shape or (1,))
+    kernel = load("expand", db=db, dtype=dtype, shape=src.shape, out_shape=out)
+    return kernel(np.ascontiguousarray(src))

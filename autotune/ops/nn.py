@@ -99,6 +99,26 @@ def batch_norm(x: np.ndarray, mean: np.ndarray, var: np.ndarray, gamma: np.ndarr
     return kernel(*_contiguous(x, mean, var, gamma, beta))
 
 
+def instance_norm(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, eps: float = 1e-5,
+                  db: Any = None) -> np.ndarray:
+    """Instance norm of x (N, C, *spatial): per (n, c) plane (x - mean) / sqrt(var + eps) * scale[c]
+    + bias[c], the plane's mean and biased variance (ONNX InstanceNormalization)."""
+    names = ("x", "scale", "bias")
+    dtype = _arrays("instance_norm", names, (x, scale, bias), (None, 1, 1))
+    float_dtype("instance_norm", dtype, ", ".join(names))
+    if x.ndim < 3:
+        raise ValueError(f"instance_norm: argument x must be (N, C, *spatial) with a spatial axis, got shape {x.shape}")
+    for name, t in (("scale", scale), ("bias", bias)):
+        if t.shape != (x.shape[1],):
+            raise ValueError(f"instance_norm: argument {name} must have shape ({x.shape[1]},) (one value per channel "
+                             f"of x {x.shape}), got {t.shape}")
+    e = _float_param("instance_norm", "eps", eps)
+    if x.size == 0:
+        return np.empty_like(x)
+    kernel = load("instance_norm", db=db, dtype=dtype, shape=x.shape, eps=e)
+    return kernel(*_contiguous(x, scale, bias))
+
+
 def cross_entropy(logits: np.ndarray, labels: np.ndarray, db: Any = None) -> np.ndarray:
     """Per-row softmax cross-entropy: logsumexp(logits[i]) - logits[i, labels[i]], shape (N,)."""
     dtype = _arrays("cross_entropy", ("logits",), (logits,), (2,))

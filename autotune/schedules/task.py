@@ -45,15 +45,16 @@ class Template:
     target: str
     shape_params: tuple[str, ...] = field(default=())
     defaults: dict[str, Any] = field(default_factory=dict)     # shape parameters that may be left out
-    param_kinds: dict[str, str] = field(default_factory=dict)  # "int", "float", or "int_or_tuple" (Any/tuple/none)
+    param_kinds: dict[str, str] = field(default_factory=dict)  # "int", "float", "str" or "int_or_tuple"
 
 
-PARAM_KINDS = {"int": "int", int: "int", "float": "float", float: "float"}   # else "int_or_tuple"
+PARAM_KINDS = {"int": "int", int: "int", "float": "float", float: "float", "str": "str", str: "str"}
+NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")    # a str parameter: a word (a mode, a dtype name)
 
 
 def _param_kind(annotation: Any) -> str:
     """What a parameter annotated `annotation` accepts (annotations are strings under
-    `from __future__ import annotations`): an int, a float, or an int or a tuple of ints."""
+    `from __future__ import annotations`): an int, a float, a word, or an int or a tuple of ints."""
     return PARAM_KINDS.get(annotation, "int_or_tuple")
 
 
@@ -140,8 +141,9 @@ def longest_reduction(args: list[Tensor]) -> int:
 
 def param_text(value: Any) -> str:
     """A parameter as written in keys and on the command line: 5, 5:37 for a tuple, 1e-05 for a
-    float. A float is its repr, the shortest text that reads back as the same float: the same
-    on every machine and Python since 3.1, so a key made anywhere finds the records made elsewhere."""
+    float (inf and -inf for the infinities), a word as is. A float is its repr, the shortest text
+    that reads back as the same float: the same on every machine and Python since 3.1, so a key
+    made anywhere finds the records made elsewhere."""
     if isinstance(value, tuple):
         return ":".join(map(str, value))
     return repr(value) if isinstance(value, float) else str(value)
@@ -327,11 +329,18 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _check_param(op: str, name: str, value: Any, kind: str) -> int | float | tuple[int, ...]:
+def _check_param(op: str, name: str, value: Any, kind: str) -> int | float | str | tuple[int, ...]:
     """`value` as the template takes it (a list becomes a tuple, an int for a float parameter a
     float). ValueError for an int too large to be any size or float (past 2**1023; past 4300
-    digits it could not even be printed) and for a float that is not finite; TypeError for a
-    value of the wrong kind (a bool is not an int)."""
+    digits it could not even be printed), for a NaN float and for a str that is not a word (keys
+    and command lines separate parameters by `,` and `=`); TypeError for a value of the wrong
+    kind (a bool is not an int)."""
+    if kind == "str":
+        if not isinstance(value, str):
+            raise TypeError(f"{op}: parameter {name} must be a str, got {_shown(value)}")
+        if not NAME.fullmatch(value):
+            raise ValueError(f"{op}: parameter {name} must be a word (letters, digits, _), got {_shown(value)}")
+        return value
     if isinstance(value, list):
         value = tuple(value)
     items = value if isinstance(value, tuple) else (value,)
@@ -349,13 +358,15 @@ def _check_param(op: str, name: str, value: Any, kind: str) -> int | float | tup
 
 
 def _check_float(op: str, name: str, value: Any) -> float:
-    """A float parameter as a finite float; -0.0 becomes 0.0 (they compare equal, so they are one
-    workload and must have one key)."""
+    """A float parameter as a float, not NaN (NaN is no value: it equals nothing, so no key could
+    find it again); -0.0 becomes 0.0 (they compare equal, so they are one workload and must have
+    one key). The infinities are values (Clip without a bound); a template that needs a finite
+    value checks its own range."""
     if not (isinstance(value, float) or _is_int(value)):
         raise TypeError(f"{op}: parameter {name} must be a float, got {_shown(value)}")
     value = float(value)
-    if not math.isfinite(value):
-        raise ValueError(f"{op}: parameter {name} must be a finite float, got {value}")
+    if math.isnan(value):
+        raise ValueError(f"{op}: parameter {name} must be a float that is not NaN, got {value}")
     return value + 0.0
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from .. import te
-from ..dtype import is_float
+from ..dtype import dtype_info, is_float
 from ..te.expr import Expr
 
 ELEMWISE = "elemwise"
@@ -84,6 +84,68 @@ log = _unary_call("log", te.log)
 sqrt = _unary_call("sqrt", te.sqrt)
 rsqrt = _unary_call("rsqrt", te.rsqrt)
 reciprocal = _unary_call("reciprocal", lambda v: 1.0 / v)
+erf = _unary_call("erf", te.erf)
+
+
+# -- parameterised activations (ONNX's LeakyRelu, Elu, HardSigmoid, HardSwish, Clip) ----------------
+def _c(v: Expr, value: float) -> Expr:
+    return te.const(value, v.dtype)
+
+
+def leaky_relu(x: te.Tensor, alpha: float) -> te.Tensor:
+    """x where x >= 0, else alpha * x."""
+    float_only("leaky_relu", x)
+    return elementwise(x, lambda v: te.if_then_else(v < _c(v, 0.0), _c(v, alpha) * v, v), "leaky_relu")
+
+
+def elu(x: te.Tensor, alpha: float) -> te.Tensor:
+    """x where x > 0, else alpha * (exp(x) - 1); exp reads min(x, 0), so the branch not taken never
+    overflows."""
+    float_only("elu", x)
+    return elementwise(x, lambda v: te.if_then_else(
+        v > _c(v, 0.0), v, _c(v, alpha) * (te.exp(te.minimum(v, _c(v, 0.0))) - _c(v, 1.0))), "elu")
+
+
+def _unit_clamp(v: Expr) -> Expr:
+    return te.minimum(te.maximum(v, _c(v, 0.0)), _c(v, 1.0))
+
+
+def hard_sigmoid(x: te.Tensor, alpha: float, beta: float) -> te.Tensor:
+    """max(0, min(1, alpha * x + beta))."""
+    float_only("hard_sigmoid", x)
+    return elementwise(x, lambda v: _unit_clamp(_c(v, alpha) * v + _c(v, beta)), "hard_sigmoid")
+
+
+def hard_swish(x: te.Tensor) -> te.Tensor:
+    """x * hard_sigmoid(x) with alpha 1/6, beta 1/2 (ONNX HardSwish, PyTorch's Hardswish)."""
+    float_only("hard_swish", x)
+    return elementwise(x, lambda v: v * _unit_clamp(v * _c(v, 1.0 / 6.0) + _c(v, 0.5)), "hard_swish")
+
+
+def clip(x: te.Tensor, lo: float, hi: float) -> te.Tensor:
+    """min(max(x, lo), hi), numpy's and ONNX's order (lo > hi gives hi). An infinite bound is no
+    bound; on integer tensors a finite bound must be a whole number."""
+    def bound(v: Expr, value: float, name: str, f: Callable[[Expr, Expr], Expr]) -> Expr:
+        if math.isinf(value):
+            return v
+        if not is_float(x.dtype) and not float(value).is_integer():
+            raise ValueError(f"clip: parameter {name} must be a whole number for {x.dtype}, got {value}")
+        return f(v, te.const(value, x.dtype))
+
+    return elementwise(x, lambda v: bound(bound(v, lo, "lo", te.maximum), hi, "hi", te.minimum), "clip")
+
+
+def logical_not(x: te.Tensor) -> te.Tensor:
+    """not x, for a bool tensor."""
+    if x.dtype != "bool":
+        raise TypeError(f"logical_not: argument x must be a bool tensor, got {x.dtype}")
+    return elementwise(x, te.logical_not, "logical_not")
+
+
+def cast(x: te.Tensor, to: str) -> te.Tensor:
+    """x as dtype `to`, numpy's astype (floats to ints truncate toward zero, nonzero is True)."""
+    dtype_info(to)
+    return elementwise(x, lambda v: v.astype(to), "cast")
 
 
 def neg(x: te.Tensor) -> te.Tensor:
@@ -154,6 +216,31 @@ div = _binary("div", lambda a, b: a / b, float_only=True)
 maximum = _binary("maximum", te.maximum)
 minimum = _binary("minimum", te.minimum)
 power = _binary("power", te.power, float_only=True)
+
+
+
+def _compare(name: str, fn: Callable[[Expr, Expr], Expr], ordered: bool) -> Callable[..., te.Tensor]:
+    def op(a: Operand, b: Operand) -> te.Tensor:
+        for arg, v in (("a", a), ("b", b)):
+            if ordered and isinstance(v, te.Tensor) and v.dtype == "bool":
+                raise TypeError(f"{name}: argument {arg} must be a number tensor, got bool")
+        return broadcast(fn, name, a, b)
+
+    op.__name__ = name
+    op.__doc__ = f"out = {name}(a, b), a bool tensor, with numpy broadcasting."
+    return op
+
+
+equal = _compare("equal", lambda a, b: a == b, ordered=False)
+less = _compare("less", lambda a, b: a < b, ordered=True)
+greater = _compare("greater", lambda a, b: a > b, ordered=True)
+
+
+def expand(x: te.Tensor, out_shape: Sequence[int]) -> te.Tensor:
+    """numpy's broadcast_to(x, out_shape), materialised (ONNX Expand once its shape is resolved)."""
+    if broadcast_shape(x.shape, out_shape, op="expand") != tuple(out_shape):
+        raise ValueError(f"expand: shape {tuple(x.shape)} does not broadcast to out_shape {tuple(out_shape)}")
+    return te.compute(tuple(out_shape), lambda *i: broadcast_load(x, i), name="expand", tag=BROADCAST)
 
 
 def where(cond: te.Tensor, a: Operand, b: Operand) -> te.Tensor:

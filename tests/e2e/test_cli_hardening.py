@@ -125,7 +125,7 @@ def test_shape_text_is_checked(shape, message):
     ("matmul", "M=1.5,N=3,K=4", "matmul: parameter M must be an int, got float 1.5"),
     ("matmul", "M=4e3,N=3,K=4", "matmul: parameter M must be an int, got float 4000.0"),
     ("layer_norm", "M=4,N=8,eps=1:-5", r"layer_norm: parameter eps must be a float, got tuple (1, -5)"),
-    ("layer_norm", "M=4,N=8,eps=1e999", "layer_norm: parameter eps must be a finite float, got inf"),
+    ("layer_norm", "M=4,N=8,eps=1e999", "layer_norm: eps must be finite and >= 0, got inf"),
     ("layer_norm", "M=4,N=8,eps=nan", "malformed --shape item 'eps=nan'"),
     ("layer_norm", "M=4,N=8,eps=1.5:2", "malformed --shape item 'eps=1.5:2'"),
 ])

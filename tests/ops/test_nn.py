@@ -245,8 +245,8 @@ def test_float_parameters_are_floats_in_keys(eps, text):
     ((1, -5), TypeError, r"layer_norm: parameter eps must be a float, got tuple \(1, -5\)"),
     ("1e-5", TypeError, "layer_norm: parameter eps must be a float, got str '1e-5'"),
     (True, TypeError, "layer_norm: parameter eps must be a float, got bool True"),
-    (math.nan, ValueError, "layer_norm: parameter eps must be a finite float, got nan"),
-    (-math.inf, ValueError, "layer_norm: parameter eps must be a finite float, got -inf"),
+    (math.nan, ValueError, "layer_norm: parameter eps must be a float that is not NaN, got nan"),
+    (-math.inf, ValueError, "layer_norm: eps must be finite and >= 0, got -inf"),
     (-1e-5, ValueError, "layer_norm: eps must be finite and >= 0, got -1e-05"),
 ])
 def test_template_rejects_a_bad_eps(eps, error, message):

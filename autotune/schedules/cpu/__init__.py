@@ -12,13 +12,19 @@ _OPS_OF_MODULE: dict[str, tuple[str, ...]] = {
     "matmul": ("matmul", "dense"),
     "batch_matmul": ("batch_matmul",),
     "conv2d": ("conv2d", "conv2d_grouped"),
+    "conv_transpose": ("conv_transpose2d",),
     "conv": ("conv1d", "conv2d_bias_relu", "conv2d_bn", "conv2d_nhwc", "dense_gelu"),
-    "nn": ("attention", "batch_norm", "cross_entropy", "layer_norm", "log_softmax", "rms_norm", "softmax"),
-    "elementwise": ("abs", "add", "div", "exp", "gelu", "gelu_tanh", "log", "maximum", "minimum", "mul", "neg",
-                    "power", "reciprocal", "relu", "rsqrt", "sigmoid", "silu", "sqrt", "sub", "tanh", "where"),
+    "nn": ("attention", "batch_norm", "cross_entropy", "instance_norm", "layer_norm", "log_softmax", "rms_norm",
+           "softmax"),
+    "elementwise": ("abs", "add", "div", "erf", "exp", "gelu", "gelu_tanh", "hard_swish", "log", "maximum",
+                    "minimum", "mul", "neg", "power", "reciprocal", "relu", "rsqrt", "sigmoid", "silu", "sqrt", "sub",
+                    "tanh", "where"),
     "reduction": ("argmax", "max", "mean", "min", "sum", "var"),
     "pooling": ("avg_pool2d", "global_avg_pool", "max_pool2d"),
-    "movement": ("concat", "pad", "slice", "take", "transpose"),
+    "activations": ("clip", "elu", "hard_sigmoid", "leaky_relu"),
+    "logic": ("cast", "equal", "greater", "less", "logical_not"),
+    "resize": ("resize",),
+    "movement": ("concat", "expand", "pad", "slice", "take", "transpose"),
 }
 MODULE_OF_OP: dict[str, str] = {op: module for module, ops in _OPS_OF_MODULE.items() for op in ops}
 

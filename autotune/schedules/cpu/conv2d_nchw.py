@@ -47,10 +47,17 @@ APPLIES = applies
 
 def _tile_rules(cfg: Any, g: ConvGeometry, dtype: str) -> tuple[int, int, int, int]:
     """(tile_f, tile_y, tile_x, tile_rc) by the rules in the module docstring."""
+    return tile_rules(cfg, dtype, g.out, g.kernel, g.out_channels // g.groups, g.in_channels // g.groups,
+                      g.stride[1])
+
+
+def tile_rules(cfg: Any, dtype: str, out: tuple[int, ...], kernel: tuple[int, ...], Fg: int, Cg: int,
+               column_stride: int) -> tuple[int, int, int, int]:
+    """The rules of `_tile_rules` for an output tile read `column_stride` input columns apart (a
+    transposed conv's gather reads one input column per output column, or fewer: stride 1)."""
     L, facts = lanes(cfg, dtype), cpu_facts(cfg)
-    Fg, Cg = g.out_channels // g.groups, g.in_channels // g.groups
-    (OH, OW), (KH, KW) = g.out, g.kernel
-    tile_x = closest(max(1, L // g.stride[1]), [min(v, OW) for v in _TILE_X])
+    (OH, OW), (KH, KW) = out, kernel
+    tile_x = closest(max(1, L // column_stride), [min(v, OW) for v in _TILE_X])
     tile_y = min(max(_TILE_Y), OH)
     accumulators = (32 if facts.vector_bytes == 64 else 16) // 2 // (tile_y * -(-tile_x // L))
     tile_f = max([v for v in _TILE_F if v <= min(Fg, accumulators)] or [1])
@@ -62,11 +69,16 @@ def _tile_rules(cfg: Any, g: ConvGeometry, dtype: str) -> tuple[int, int, int, i
 
 def define_knobs(cfg: Any, g: ConvGeometry, N: int, dtype: str, when: tuple[str, tuple[str, ...]]) -> None:
     """The output tile, channel split, reduction order, kw unroll, padding placement, parallel loop."""
-    (OH, OW), Cg = g.out, g.in_channels // g.groups
-    tile_f, tile_y, tile_x, tile_rc = _tile_rules(cfg, g, dtype)
     pad = "root" if g.out_channels // g.groups >= lanes(cfg, dtype) else "inline"
-    cfg.define_split("tile_f", g.out_channels, 2, policy="candidate",
-                     candidate=split_first(tile_f, g.out_channels, _TILE_F), when=when)
+    define_tile_knobs(cfg, g.out_channels, g.in_channels // g.groups, g.out, _tile_rules(cfg, g, dtype), pad, when)
+
+
+def define_tile_knobs(cfg: Any, F: int, Cg: int, out: tuple[int, ...], rules: tuple[int, int, int, int], pad: str,
+                      when: tuple[str, tuple[str, ...]] | None = None) -> None:
+    """The knobs `schedule_nchw` reads, each default by `rules` (tile_f, tile_y, tile_x, tile_rc)
+    and `pad` (the default padding placement)."""
+    (OH, OW), (tile_f, tile_y, tile_x, tile_rc) = out, rules
+    cfg.define_split("tile_f", F, 2, policy="candidate", candidate=split_first(tile_f, F, _TILE_F), when=when)
     cfg.define_split("tile_y", OH, 2, policy="candidate", candidate=split_first(tile_y, OH, _TILE_Y), when=when)
     cfg.define_split("tile_x", OW, 2, policy="candidate", candidate=split_first(tile_x, OW, _TILE_X), when=when)
     cfg.define_split("tile_rc", Cg, 2, policy="candidate", candidate=split_first(tile_rc, Cg, _TILE_RC),

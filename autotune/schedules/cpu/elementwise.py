@@ -27,7 +27,7 @@ def as_shape(v: Any, op: str, name: str) -> tuple[int, ...]:
     return t
 
 
-def _exact(f: Callable[..., Any]) -> Callable[..., Any]:
+def exact_reference(f: Callable[..., Any]) -> Callable[..., Any]:
     """A reference computed in float64 (floats) and rounded to the inputs' dtype."""
     def ref(*arrays: np.ndarray, **_: Any) -> np.ndarray:
         dtype = arrays[-1].dtype
@@ -56,6 +56,8 @@ UNARY: dict[str, tuple[Callable[[te.Tensor], te.Tensor], Callable[[np.ndarray], 
     "neg": (topi.neg, np.negative, "-x"),
     "abs": (topi.abs, np.abs, "|x|"),
     "reciprocal": (topi.reciprocal, lambda x: 1 / x, "1 / x"),
+    "erf": (topi.erf, _erf, "the error function erf(x)"),
+    "hard_swish": (topi.hard_swish, lambda x: x * np.clip(x / 6 + 0.5, 0, 1), "x * max(0, min(1, x/6 + 1/2))"),
 }
 
 BINARY: dict[str, tuple[Callable[..., te.Tensor], Callable[..., Any]]] = {
@@ -80,7 +82,7 @@ def register_elementwise(target: str, schedule: Callable[[Any, te.Tensor], Any])
             return schedule(cfg, y), [x, y]
 
         unary_template.__name__ = unary_template.__qualname__ = f"{name}_template"
-        template(name, reference=_exact(ref), target=target,
+        template(name, reference=exact_reference(ref), target=target,
                  description=f"y = {what}, elementwise over `shape`")(unary_template)
 
     def binary(name: str, compute: Callable[..., te.Tensor], ref: Callable) -> None:
@@ -92,7 +94,7 @@ def register_elementwise(target: str, schedule: Callable[[Any, te.Tensor], Any])
             return schedule(cfg, y), [a, b, y]
 
         binary_template.__name__ = binary_template.__qualname__ = f"{name}_template"
-        template(name, reference=_exact(ref), target=target,
+        template(name, reference=exact_reference(ref), target=target,
                  description=f"y = {name}(a, b) with numpy broadcasting of a_shape and b_shape")(binary_template)
 
     def where_template(cfg: Any, cond_shape: Any, a_shape: Any, b_shape: Any, dtype: str = "float32"):

@@ -1,4 +1,4 @@
-"""Data movement on the CPU: transpose, pad, concat, slice, take; generic injective schedule.
+"""Data movement on the CPU: transpose, pad, concat, slice, take, expand; generic injective schedule.
 
 Shape parameters:
 - transpose: `shape`, `axes` (a permutation of the axes).
@@ -9,6 +9,7 @@ Shape parameters:
 - slice: `shape`, `begin`, `end`, `step` (Python slice rules per dimension, negative allowed).
 - take: `weight_shape`, `indices_shape` (int32 indices into axis 0 of weight; out-of-range
   indices are clipped, numpy's mode="clip"); embedding is take with (indices, weight).
+- expand: `shape`, `out_shape` (numpy's broadcast_to, materialised: ONNX Expand).
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ... import te
-from ...topi import movement as topi
+from ...topi import elementwise as topi_elementwise, movement as topi
 from ..generic import injective_schedule
 from ..task import template
 from .elementwise import as_shape
@@ -146,3 +147,12 @@ def take_template(cfg: Any, weight_shape: Any, indices_shape: Any, dtype: str = 
     idx = te.placeholder(as_shape(indices_shape, "take", "indices_shape"), "int32", name="indices")
     y = topi.take(w, idx)
     return injective_schedule(cfg, y), [w, idx, y]
+
+
+@template("expand", reference=lambda x, out_shape, **_: np.broadcast_to(x, out_shape).copy(),
+          description="numpy broadcast_to(x, out_shape), materialised (ONNX Expand)")
+def expand_template(cfg: Any, shape: Any, out_shape: Any, dtype: str = "float32"):
+    """Default: the generic injective schedule's rule (vector tile of the lanes, threads by size)."""
+    x = te.placeholder(as_shape(shape, "expand", "shape"), dtype, name="x")
+    y = topi_elementwise.expand(x, as_shape(out_shape, "expand", "out_shape"))
+    return injective_schedule(cfg, y), [x, y]

@@ -27,6 +27,7 @@ from ...topi.flash_attention import Tiling, flash_attention
 from ...topi.nn import ROW_ELEMWISE, ROW_PARTIAL, ROW_TAIL
 from ..schedule import Schedule
 from ..task import template
+from .elementwise import as_shape
 from .rules import (
     accumulators,
     ascending_first,
@@ -238,6 +239,45 @@ def batch_norm_template(cfg, N: int, C: int, H: int, W: int, eps: float = 1e-5, 
     return s, [X, *stats, Y]
 
 
+# -- instance_norm -------------------------------------------------------------------------------
+def instance_norm_reference(x, scale, bias, eps: float = 1e-5, **_: Any) -> np.ndarray:
+    axes = tuple(range(2, x.ndim))
+    plane = (-1,) + (1,) * (x.ndim - 2)
+    mean, var = x.mean(axis=axes, keepdims=True), x.var(axis=axes, keepdims=True)
+    return (x - mean) / np.sqrt(var + x.dtype.type(eps)) * scale.reshape(plane) + bias.reshape(plane)
+
+
+@template("instance_norm", reference=instance_norm_reference,
+          description="instance norm of X (N, C, *spatial) per (n, c) plane, scale/bias (C,); eps a float")
+def instance_norm_template(cfg, shape: Any, eps: float = 1e-5, dtype: str = "float32"):
+    """Per (n, c) plane, in parallel: the plane's mean and variance at the plane loop (two passes
+    over the plane, from cache), then the affine output, vectorized along the last spatial axis.
+
+    Default: the row rules of `_row_knobs` with the plane as the row: tile_j the vector tile of
+    the last spatial axis, planes in parallel when there are >= 2 and `rules.worth_threads` says
+    so for the whole tensor."""
+    dims = as_shape(shape, "instance_norm", "shape")
+    e = _eps(eps, "instance_norm")
+    if len(dims) < 3:
+        raise ValueError(f"instance_norm: parameter shape must be (N, C, *spatial) with a spatial axis, got {dims}")
+    last, planes = dims[-1], dims[0] * dims[1]
+    tiles = ascending_first(closest(vector_tile(cfg, dtype, last), ROW_TILES), ROW_TILES)
+    cfg.define_split("tile_j", last, 2, policy="candidate", candidate=[[-1, v] for v in tiles])
+    cfg.define_knob("parallel", first(int(planes > 1 and worth_threads(cfg, math.prod(dims))), [0, 1]))
+    X = te.placeholder(dims, dtype, name="X")
+    scale, bias = (te.placeholder((dims[1],), dtype, name=nm) for nm in ("scale", "bias"))
+    Y = topi_nn.instance_norm(X, scale, bias, e)
+    s = te.create_schedule(Y.op)
+    n, c, *_, w = Y.op.axis
+    plane = s[Y].fuse(n, c)
+    schedule_row_stages(s, Y, plane, cfg["tile_j"].size[-1])
+    _, wi = cfg["tile_j"].apply(s, Y, w)
+    s[Y].vectorize(wi)
+    if cfg["parallel"].val:
+        s[Y].parallel(plane)
+    return s, [X, scale, bias, Y]
+
+
 # -- cross-entropy -------------------------------------------------------------------------------
 def cross_entropy_reference(logits, labels, **_: Any) -> np.ndarray:
     m = logits.max(axis=1)
@@ -272,6 +312,8 @@ def cross_entropy_template(cfg, N: int, C: int, dtype: str = "float32"):
 def attention_scale(scale: float, head_dim: int) -> float:
     """The scale an attention task applies: its parameter, or 1/sqrt(D) for DEFAULT_SCALE (so the
     default is one workload whether it is left out or passed)."""
+    if not math.isfinite(scale):
+        raise ValueError(f"attention: scale must be finite, got {scale}")
     return 1.0 / math.sqrt(head_dim) if scale == DEFAULT_SCALE else scale
 
 

@@ -1,0 +1,67 @@
+"""conv_transpose2d: several configs vs the numpy scatter reference on odd shapes (stride 2 with
+output_padding 1 and groups 2, asymmetric padding, dilation), ONNX ConvTranspose through onnx's
+reference evaluator (groups 1; its grouped path is wrong) and onnxruntime (groups 2), bad input."""
+import numpy as np
+import pytest
+
+import autotune
+from autotune import ops
+
+from .onnx_reference import run_node
+
+CASES = [
+    dict(N=1, C=4, H=5, W=7, F=6, KH=3, KW=3, stride=2, padding=1, output_padding=1, dilation=1, groups=2),
+    dict(N=2, C=3, H=6, W=5, F=5, KH=2, KW=3, stride=(1, 2), padding=(0, 1, 2, 0), output_padding=(0, 1),
+         dilation=(2, 1), groups=1),
+    dict(N=1, C=3, H=7, W=9, F=17, KH=3, KW=3, stride=1, padding=1, output_padding=0, dilation=1, groups=1),
+]
+
+
+@pytest.mark.parametrize("params", CASES)
+def test_conv_transpose2d_matches_numpy_at_several_configs(check_configs, params):
+    check_configs("conv_transpose2d", n_random=3, **params)
+
+
+def test_the_task_counts_the_scatters_work_not_the_skipped_taps():
+    task = autotune.create_task("conv_transpose2d", **CASES[0])
+    assert task.flop == 2 * 1 * 4 * 5 * 7 * 3 * 3 * 3
+
+
+@pytest.mark.parametrize("params, runtime", [(CASES[0], "onnxruntime"), (CASES[1], "reference"),
+                                             (dict(CASES[1], groups=1, stride=3, output_padding=2, padding=0),
+                                              "reference")])
+def test_conv_transpose2d_follows_onnx(params, runtime):
+    rng = np.random.default_rng(7)
+    p = params
+    x = rng.standard_normal((p["N"], p["C"], p["H"], p["W"])).astype(np.float32)
+    w = rng.standard_normal((p["C"], p["F"] // p["groups"], p["KH"], p["KW"])).astype(np.float32)
+
+    def pair(v):
+        return list(v) if isinstance(v, tuple) else [v, v]
+
+    pads = pair(p["padding"]) * 2 if not (isinstance(p["padding"], tuple) and len(p["padding"]) == 4) \
+        else list(p["padding"])
+    (want,) = run_node("ConvTranspose", [x, w], runtime=runtime, strides=pair(p["stride"]), pads=pads,
+                       output_padding=pair(p["output_padding"]), dilations=pair(p["dilation"]), group=p["groups"])
+    got = ops.conv_transpose2d(x, w, p["stride"], p["padding"], p["output_padding"], p["dilation"], p["groups"])
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+X, W = np.ones((1, 4, 5, 5), np.float32), np.ones((4, 3, 3, 3), np.float32)
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: ops.conv_transpose2d(X, np.ones((3, 3, 3, 3), np.float32)), ValueError,
+     "conv_transpose2d: argument w must have 4 input channels first"),
+    (lambda: ops.conv_transpose2d(X, W, stride=2, output_padding=2), ValueError,
+     "conv_transpose2d: output_padding must be smaller than the stride or the dilation"),
+    (lambda: ops.conv_transpose2d(X, W, groups=3), ValueError, "conv_transpose2d: groups must be a positive int "
+                                                               "dividing the in channels"),
+    (lambda: ops.conv_transpose2d(X, W, padding=4), ValueError, "conv_transpose2d: the padding 4 leaves an empty"),
+    (lambda: ops.conv_transpose2d(X, W, stride=(1, 2, 3)), TypeError, "conv_transpose2d: stride must be an int or"),
+    (lambda: ops.conv_transpose2d(X.astype(np.int32), W.astype(np.int32)), TypeError,
+     "conv_transpose2d: argument x must be float32 or float64"),
+])
+def test_bad_input_names_the_argument(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
