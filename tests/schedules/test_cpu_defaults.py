@@ -50,6 +50,19 @@ EXAMPLES = {
     "slice": [dict(shape=(37, 101), begin=(1, -3), end=(30, 2), step=(2, -3))],
     "take": [dict(weight_shape=(1001, 77), indices_shape=(3, 5))],
     "where": [dict(cond_shape=(37, 1), a_shape=(37, 1001), b_shape=(1001,))],
+    "clip": [dict(shape=(37, 1001), lo=0.0, hi=6.0)],
+    **{op: [dict(shape=(37, 1001)), dict(shape=(5,))] for op in ("leaky_relu", "elu", "hard_sigmoid")},
+    **{op: [dict(a_shape=(37, 1001), b_shape=(1001,))] for op in ("equal", "less", "greater")},
+    "logical_not": [dict(shape=(37, 1001), dtype="bool")],
+    "cast": [dict(shape=(37, 1001), to="int32"), dict(shape=(5,), to="bool")],
+    "expand": [dict(shape=(37, 1), out_shape=(3, 37, 1001))],
+    "conv_transpose2d": [dict(N=1, C=16, H=13, W=11, F=8, KH=4, KW=4, stride=2, padding=1, output_padding=0,
+                              dilation=1, groups=1)],
+    "instance_norm": [dict(shape=(2, 17, 29, 31), eps=1e-5), dict(shape=(1, 3, 5), eps=1e-5)],
+    "resize": [dict(shape=(1, 17, 29, 31), out_shape=(1, 17, 58, 62), mode="nearest", coord="asymmetric",
+                    nearest="floor"),
+               dict(shape=(1, 3, 5, 7), out_shape=(1, 3, 9, 11), mode="linear", coord="half_pixel",
+                    nearest="round_prefer_floor")],
 }
 EXAMPLES |= {op: [dict(shape=(37, 1001)), dict(shape=(5,))] for op in UNARY}
 EXAMPLES |= {op: [dict(a_shape=(37, 1001), b_shape=(1001,)), dict(a_shape=(3, 1), b_shape=(1, 5))] for op in BINARY}
