@@ -1,0 +1,90 @@
+"""ONNX's backend interface (`onnx.backend.base.Backend`) on top of `autotune.compile_model`, so
+ONNX's own test runners and conformance cases can drive autotune like any other backend.
+
+`prepare` imports the model with `autotune.frontend.onnx.load` and compiles it; a model the
+frontend refuses as unsupported (an op, an attribute value, an opset or a dtype) raises
+`UnsupportedModelError`, which tells it apart from a model that imports but then fails. autotune's
+frontend and graph runtime are imported on first use: `onnx` is an optional dependency.
+"""
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx.backend.base import Backend, BackendRep, namedtupledict
+
+# what the frontend's refusals say: "unsupported ops: ...", "... is not supported", "does not support"
+_UNSUPPORTED = re.compile(r"unsupported|not supported|does not support")
+
+
+class UnsupportedModelError(ValueError):
+    """The frontend refused the model before any work: something in it is not supported."""
+
+
+class AutotuneRep(BackendRep):
+    """A compiled model; `run` takes the inputs in the model's order (or by name) and returns the
+    outputs as a tuple that can also be read by output name."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.input_names = [name for name, _, _ in model.inputs]
+        self.output_names = [name for name, _, _ in model.outputs]
+
+    def run(self, inputs: Any, **kwargs: Any) -> tuple[Any, ...]:
+        if kwargs:
+            raise TypeError(f"AutotuneRep.run takes no options, got {sorted(kwargs)}")
+        feeds = dict(inputs) if isinstance(inputs, Mapping) else self._by_name(inputs)
+        outputs = self.model.run(feeds)
+        return namedtupledict("Outputs", self.output_names)(*outputs)
+
+    def _by_name(self, inputs: Any) -> dict[str, np.ndarray]:
+        arrays = [inputs] if isinstance(inputs, np.ndarray) else list(inputs)
+        if len(arrays) != len(self.input_names):
+            raise ValueError(f"model takes {len(self.input_names)} input(s) ({', '.join(self.input_names)}), "
+                             f"got {len(arrays)}")
+        return dict(zip(self.input_names, arrays))
+
+
+class AutotuneBackend(Backend):
+    """Runs ONNX models on the CPU through autotune's kernels. `prepare` keyword options:
+    `db` (tuning database), `target` (default "llvm"), `shapes` (binds unknown input dimensions)."""
+
+    @classmethod
+    def import_model(cls, model: onnx.ModelProto, shapes: Mapping[str, Sequence[int]] | None = None) -> Any:
+        """The autotune Graph of `model`; UnsupportedModelError where the frontend refuses it."""
+        frontend = importlib.import_module("autotune.frontend.onnx")
+        try:
+            return frontend.load(model, shapes={k: tuple(v) for k, v in (shapes or {}).items()})
+        except ValueError as e:
+            if _UNSUPPORTED.search(str(e)):
+                raise UnsupportedModelError(str(e)) from e
+            raise
+
+    @classmethod
+    def prepare(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> AutotuneRep:
+        if not cls.supports_device(device):
+            raise ValueError(f"AutotuneBackend runs on CPU only, got device {device!r}")
+        unknown = set(kwargs) - {"db", "target", "shapes"}
+        if unknown:
+            raise TypeError(f"AutotuneBackend.prepare: unknown option(s) {sorted(unknown)}; takes db, target, shapes")
+        onnx.checker.check_model(model)
+        graph = cls.import_model(model, kwargs.get("shapes"))
+        autotune = importlib.import_module("autotune")
+        return AutotuneRep(autotune.compile_model(graph, db=kwargs.get("db"), target=kwargs.get("target", "llvm")))
+
+    @classmethod
+    def run_model(cls, model: onnx.ModelProto, inputs: Any, device: str = "CPU", **kwargs: Any) -> tuple[Any, ...]:
+        return cls.prepare(model, device, **kwargs).run(inputs)
+
+    @classmethod
+    def supports_device(cls, device: str) -> bool:
+        return device.upper() == "CPU"
+
+
+prepare = AutotuneBackend.prepare
+run_model = AutotuneBackend.run_model
+supports_device = AutotuneBackend.supports_device
