@@ -95,9 +95,9 @@ def _conv_transpose_check(node: Any, attrs: Attrs) -> list[str]:
 def _conv_transpose(b: Builder, node: Any, attrs: Attrs) -> None:
     """conv_transpose2d (W: C x F/groups x KH x KW), then the bias as for Conv."""
     x, w = node.input[0], node.input[1]
-    (N, C, H, W), (_, Fg, KH, KW) = b.shape(x), b.shape(w)
     if len(b.shape(x)) != 4:
-        raise b.fail("only 2-d ConvTranspose is supported")
+        raise b.fail(f"{len(b.shape(x)) - 2}-d ConvTranspose is not supported (2-d only)")
+    (N, C, H, W), (_, Fg, KH, KW) = b.shape(x), b.shape(w)
     groups = int(attrs.get("group", 1))
     strides, dilations, begin, end = _geometry(b, attrs, x, [KH, KW])
     params = {"N": N, "C": C, "H": H, "W": W, "F": Fg * groups, "KH": KH, "KW": KW, "stride": compact(strides),
