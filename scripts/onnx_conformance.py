@@ -171,7 +171,7 @@ def run_case(case: Case, options: dict[str, Any] | None = None, opsets: range | 
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="autotune: no tuned record")
-            got = AutotuneBackend.prepare(model, **(options or {})).run(list(case.inputs))
+            got = AutotuneBackend.run_model(model, list(case.inputs), **(options or {}))
         compare(case, got)
     except UnsupportedModelError as e:
         status, message = "unsupported", str(e)

@@ -265,6 +265,10 @@ for _kind in ("int", "uint"):
         (BinOp.FLOORDIV, _kind): lambda b, x, y, nsw, k=_kind: _FLOOR_DIVMOD[k](b, x, y)[0],
         (BinOp.FLOORMOD, _kind): lambda b, x, y, nsw, k=_kind: _FLOOR_DIVMOD[k](b, x, y)[1],
     })
+ARITH.update({   # bool as ordered False < True: max is or, min is and (reductions: any, all)
+    (BinOp.MAX, "bool"): lambda b, x, y, nsw: b.or_(x, y),
+    (BinOp.MIN, "bool"): lambda b, x, y, nsw: b.and_(x, y),
+})
 
 
 # ---- memory access ----------------------------------------------------------------------------

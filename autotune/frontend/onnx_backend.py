@@ -17,6 +17,15 @@ import numpy as np
 import onnx
 from onnx.backend.base import Backend, BackendRep, namedtupledict
 
+# Inputs of these ops set a parameter (axes, slice bounds, pads, a target shape, scales, clip
+# bounds), not data: the frontend compiles them as constants.
+PARAMETER_INPUTS: dict[str, tuple[int, ...]] = {
+    **{op: (1,) for op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+                           "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare", "Reshape", "Expand", "Squeeze",
+                           "Unsqueeze", "Split")},
+    "Slice": (1, 2, 3, 4), "Pad": (1, 2, 3), "Resize": (1, 2, 3), "Clip": (1, 2), "ConstantOfShape": (0,),
+}
+
 # what the frontend's refusals say: "unsupported ops: ...", "... is not supported", "does not support"
 _UNSUPPORTED = re.compile(r"unsupported|not supported|does not support")
 
@@ -78,11 +87,41 @@ class AutotuneBackend(Backend):
 
     @classmethod
     def run_model(cls, model: onnx.ModelProto, inputs: Any, device: str = "CPU", **kwargs: Any) -> tuple[Any, ...]:
-        return cls.prepare(model, device, **kwargs).run(inputs)
+        """Compile and run once. Graph inputs that only set parameters (`PARAMETER_INPUTS`) take
+        the values given here as constants, as TVM's ONNX frontend does with frozen params: the
+        model is compiled for them."""
+        names = [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
+        feeds = dict(inputs) if isinstance(inputs, Mapping) else dict(zip(names, _as_list(inputs)))
+        frozen = {n: v for n, v in feeds.items() if _only_parameter(model.graph, n)}
+        if frozen:
+            model = freeze_inputs(model, frozen)
+        rest = {n: v for n, v in feeds.items() if n not in frozen}
+        return cls.prepare(model, device, **kwargs).run(rest)
 
     @classmethod
     def supports_device(cls, device: str) -> bool:
         return device.upper() == "CPU"
+
+
+def _as_list(inputs: Any) -> list[Any]:
+    return [inputs] if isinstance(inputs, np.ndarray) else list(inputs)
+
+
+def _only_parameter(graph: onnx.GraphProto, name: str) -> bool:
+    """Whether every use of value `name` in the graph is a parameter input."""
+    uses = [(n.op_type, i) for n in graph.node for i, v in enumerate(n.input) if v == name]
+    return bool(uses) and all(i in PARAMETER_INPUTS.get(op, ()) for op, i in uses)
+
+
+def freeze_inputs(model: onnx.ModelProto, values: Mapping[str, Any]) -> onnx.ModelProto:
+    """A copy of `model` in which the graph inputs named in `values` are initializers holding them."""
+    frozen = onnx.ModelProto()
+    frozen.CopyFrom(model)
+    kept = [i for i in frozen.graph.input if i.name not in values]
+    del frozen.graph.input[:]
+    frozen.graph.input.extend(kept)
+    frozen.graph.initializer.extend(onnx.numpy_helper.from_array(np.asarray(v), n) for n, v in values.items())
+    return frozen
 
 
 prepare = AutotuneBackend.prepare

@@ -93,8 +93,8 @@ def _resize(b: Builder, node: Any, attrs: Attrs) -> None:
         axes = attrs.get("axes", list(range(len(shape))))
         exact = [o / i for i, o in zip(shape, out_shape)]
         if any(not math.isclose(float(s), exact[a % len(shape)], rel_tol=1e-6) for s, a in zip(scales, axes)):
-            raise b.fail(f"scales {scales.tolist()} differ from output / input sizes {exact}: only scales "
-                         "that are exact size ratios are supported")
+            raise b.fail(f"scales {scales.tolist()} differ from output / input sizes {exact}: scales that are "
+                         "not exact size ratios are not supported")
     params = {"shape": shape, "out_shape": out_shape, "mode": attrs.get("mode", "nearest"),
               "coord": attrs.get("coordinate_transformation_mode", "half_pixel"),
               "nearest": attrs.get("nearest_mode", "round_prefer_floor")}

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
+from ..dtype import dtype_info
 from ..errors import ScheduleError
 from ..schedules.schedule import Schedule, Stage
 from ..te.expr import And, Binary, BinOp, Const, Expr, IterVar, Not, Reduce, Select, TensorLoad, Var, const
@@ -25,14 +28,16 @@ _KINDS = {"serial": ForKind.SERIAL, "vectorize": ForKind.VECTORIZED, "unroll": F
           "parallel": ForKind.PARALLEL, "bind": ForKind.THREAD_BOUND}
 
 
-_INT_LIMITS = {"int8": (-2**7, 2**7 - 1), "int32": (-2**31, 2**31 - 1), "int64": (-2**63, 2**63 - 1)}
-
-
 def reduce_identity(combiner: str, dtype: str) -> Const:
     """The value a reduction starts from: 0 for sum, the lowest value for max, the highest for min."""
     if combiner == "sum":
         return const(0, dtype)
-    lo, hi = (float("-inf"), float("inf")) if dtype.startswith("float") else _INT_LIMITS[dtype]
+    kind = dtype_info(dtype).kind
+    if kind == "float":
+        lo, hi = float("-inf"), float("inf")
+    else:                       # int, uint and bool (False < True)
+        info = np.iinfo(dtype_info(dtype).numpy) if kind != "bool" else None
+        lo, hi = (int(info.min), int(info.max)) if info is not None else (0, 1)
     return const(lo if combiner == "max" else hi, dtype)
 
 
