@@ -13,18 +13,9 @@ from onnx.reference.op_run import OpRun
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))   # the repository root: benchmarks.models
 
-from benchmarks.models import bert_layer, mlp, mobilenet_v2_stack, parameter_count, resnet18
+from benchmarks.models import MODELS, bert_layer, mlp, mobilenet_v2_stack, parameter_count, reduced, resnet18
 
 ort = pytest.importorskip("onnxruntime")
-
-SMALL = {
-    "mlp": lambda opset: mlp(batch=3, sizes=(13, 17, 11, 5), opset=opset),
-    "resnet18": lambda opset: resnet18(batch=2, image=33, width=4, num_classes=7, opset=opset),
-    "mobilenet_v2_stack": lambda opset: mobilenet_v2_stack(
-        batch=2, image=17, blocks=((1, 8, 1, 1), (6, 12, 2, 2), (6, 12, 1, 1)), stem=8, opset=opset),
-    "bert_layer": lambda opset: bert_layer(batch=2, seq=7, hidden=24, heads=3, ffn=40, opset=opset),
-}
-
 
 class BatchNormalization(OpRun):
     """Inference batch norm for every opset. onnx 1.23's reference BatchNormalization-9 (opsets
@@ -57,9 +48,9 @@ def _shapes(model: onnx.ModelProto) -> list[list[int]]:
 
 
 @pytest.mark.parametrize("opset", [13, 17, 21])
-@pytest.mark.parametrize("name", list(SMALL))
+@pytest.mark.parametrize("name", list(MODELS))
 def test_reduced_model_runs_alike_in_onnxruntime_and_reference(name, opset):
-    model = SMALL[name](opset)
+    model = reduced(name, opset)
     onnx.checker.check_model(model, full_check=True)
     onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
     feeds = _feeds(model, np.random.default_rng(1))
