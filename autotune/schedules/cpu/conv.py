@@ -16,6 +16,7 @@ from ...dtype import dtype_info
 from ...topi import conv as topi_conv, elementwise as topi_elementwise
 from ..task import template
 from .conv2d import conv2d_nchw_schedule, nchw_geometry
+from .conv2d_nchw import place_pad
 from .matmul import _matmul_body
 from .rules import ascending_first, cpu_facts, enough_chunks, first, largest_fitting, register_tile
 
@@ -60,14 +61,6 @@ def _reduction_knobs(cfg: Any, Cg: int, tile_weights: int, kernel_w: int, padded
     cfg.define_knob("parallel", first("outer" if enough_chunks(cfg, outer_chunks) else "fused", ["fused", "outer"]))
 
 
-def _place_pad(cfg: Any, s: Any, P: te.Tensor, padded: bool) -> None:
-    """Inline the padding into the conv's loads, or compute it first with its two outer axes in parallel."""
-    if cfg["pad"].val == "inline" or not padded:
-        s[P].compute_inline()
-    else:
-        s[P].parallel(s[P].fuse(*P.op.axis[:2]))
-
-
 # ---- conv1d NCW --------------------------------------------------------------------------------
 
 def _conv1d_reference(x, w, stride, padding, dilation, groups, **_):
@@ -96,7 +89,7 @@ def conv1d_template(cfg, N: int, C: int, L: int, F: int, K: int, stride: Any, pa
     Wt = te.placeholder((F, C // groups, K), dtype, name="W")
     P, Y = topi_conv.conv1d_ncw(X, Wt, stride, padding, dilation, groups)
     s = te.create_schedule(Y.op)
-    _place_pad(cfg, s, P, g.has_padding)
+    place_pad(cfg, s, P, g.has_padding)
     CC = s.cache_write(Y, "local")
     n, f, x = Y.op.axis
     fo, fi = cfg["tile_f"].apply(s, Y, f)
@@ -145,7 +138,7 @@ def conv2d_nhwc_template(cfg, N: int, H: int, W: int, C: int, F: int, KH: int, K
     Wt = te.placeholder((KH, KW, C // groups, F), dtype, name="W")
     P, Y = topi_conv.conv2d_nhwc(X, Wt, stride, padding, dilation, groups)
     s = te.create_schedule(Y.op)
-    _place_pad(cfg, s, P, g.has_padding)
+    place_pad(cfg, s, P, g.has_padding)
     CC = s.cache_write(Y, "local")
     n, y, x, f = Y.op.axis
     yo, yi = cfg["tile_y"].apply(s, Y, y)

@@ -89,15 +89,20 @@ def define_tile_knobs(cfg: Any, F: int, Cg: int, out: tuple[int, ...], rules: tu
     cfg.define_knob("parallel", ["fused", "outer"], when=when, absent="fused")
 
 
+def place_pad(cfg: Any, s: Schedule, P: te.Tensor, padded: bool) -> None:
+    """Inline the padding into the conv's loads, or compute it first with its two outer axes in
+    parallel (the "pad" knob; any layout whose two outer axes are batch and channels or rows)."""
+    if cfg["pad"].val == "inline" or not padded:
+        s[P].compute_inline()
+    else:
+        s[P].parallel(s[P].fuse(*P.op.axis[:2]))
+
+
 def schedule_nchw(cfg: Any, s: Schedule, P: te.Tensor, Y: te.Tensor, out: te.Tensor, padded: bool,
                   KW: int) -> None:
     """Each output tile accumulates in a local buffer at the tile loop; `out` is Y itself
     (Y then gets a local cache) or a pointwise epilogue of Y (Y is then the local tile)."""
-    if cfg["pad"].val == "inline" or not padded:
-        s[P].compute_inline()
-    else:
-        pn, pc, _, _ = P.op.axis
-        s[P].parallel(s[P].fuse(pn, pc))
+    place_pad(cfg, s, P, padded)
     CC = s.cache_write(Y, "local") if out is Y else Y
     n, f, y, x = out.op.axis
     fo, fi = cfg["tile_f"].apply(s, out, f)
