@@ -14,11 +14,10 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import time
-from collections.abc import Callable
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
+from references import numpy_conv
+from timing import interleaved
 
 import autotune
 from autotune.schedules.task import Task
@@ -38,28 +37,6 @@ LAYERS = [   # label, op, params
 ]
 
 
-def im2col_conv(x: np.ndarray, w: np.ndarray, stride: int, padding: int, groups: int = 1, **_: int) -> np.ndarray:
-    """numpy's conv: the input windows copied into a (C/groups x KH x KW) x (OH x OW) matrix per
-    group, then one (batched) sgemm with the weights."""
-    n, f, (cg, kh, kw) = x.shape[0], w.shape[0], w.shape[1:]
-    xp = np.pad(x, ((0, 0), (0, 0), (padding, padding), (padding, padding)))
-    win = sliding_window_view(xp, (kh, kw), axis=(2, 3))[:, :, ::stride, ::stride]
-    oh, ow = win.shape[2:4]
-    cols = np.ascontiguousarray(win.transpose(0, 1, 4, 5, 2, 3)).reshape(n, groups, cg * kh * kw, oh * ow)
-    return np.matmul(w.reshape(groups, f // groups, cg * kh * kw), cols).reshape(n, f, oh, ow)
-
-
-def best(fn: Callable[[], object], repeat: int) -> float:
-    """The fastest of `repeat` calls after one warm-up call."""
-    fn()
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
-
-
 def algorithm_defaults(task: Task) -> dict[str, int]:
     """Each offered algorithm's default config: the algorithm chosen, every other knob at its first value."""
     space = task.config_space
@@ -73,18 +50,15 @@ def bench(label: str, op: str, params: dict, args: argparse.Namespace) -> None:
     task = autotune.create_task(op, **params)
     inputs = task.make_inputs(np.random.default_rng(0))
     want = task.reference(inputs)[0]
-    np.testing.assert_allclose(im2col_conv(*inputs, **params), want, rtol=1e-3, atol=1e-3)
-    kernels = {"numpy im2col+sgemm": lambda: im2col_conv(*inputs, **params)}
+    kernels = {"numpy im2col+sgemm": numpy_conv(inputs, {"groups": 1, **params})}
+    np.testing.assert_allclose(kernels["numpy im2col+sgemm"](), want, rtol=1e-3, atol=1e-3)
     for name, index in algorithm_defaults(task).items():
         f = autotune.build(*task.instantiate(index), name=f"conv_{name}")
         out = np.empty_like(want)
         f(*inputs, out)
         np.testing.assert_allclose(out, want, rtol=1e-3, atol=1e-3)
         kernels[f"{name} (default config)"] = lambda f=f, out=out: f(*inputs, out)
-    times: dict[str, float] = {}
-    for _ in range(args.rounds):
-        for name, fn in kernels.items():
-            times[name] = min(times.get(name, float("inf")), best(fn, args.repeat))
+    times = dict(zip(kernels, interleaved(list(kernels.values()), args.repeat, args.rounds, np.min)))
     numpy_time = times["numpy im2col+sgemm"]
     print(label)
     for name, t in times.items():

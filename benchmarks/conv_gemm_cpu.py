@@ -19,6 +19,8 @@ import os
 import platform
 
 import numpy as np
+from references import numpy_conv
+from timing import interleaved
 
 import autotune
 from autotune import te
@@ -26,7 +28,6 @@ from autotune.schedules.cpu import conv2d_gemm
 from autotune.schedules.space import ConfigSpace
 from autotune.target import Target
 from autotune.topi.conv import conv2d_nchw_reference, conv_geometry
-from timing import seconds
 
 LAYERS = (   # C, H, F, K, stride, padding
     (256, 14, 256, 3, 1, 1), (512, 7, 512, 3, 1, 1), (256, 14, 512, 1, 2, 0), (64, 56, 256, 1, 1, 0),
@@ -46,33 +47,21 @@ def default_kernel(C: int, H: int, F: int, K: int, stride: int, padding: int):
     return autotune.build(s, [X, Wt, out]), cfg, g.out
 
 
-def im2col_matmul(x: np.ndarray, w: np.ndarray, stride: int, padding: int, out: np.ndarray) -> None:
-    """numpy: the im2col columns copied out of a strided window view, then one matmul into `out`."""
-    f, c, kh, kw = w.shape
-    xp = np.pad(x, ((0, 0), (0, 0), (padding, padding), (padding, padding))) if padding else x
-    win = np.lib.stride_tricks.sliding_window_view(xp[0], (kh, kw), axis=(1, 2))[:, ::stride, ::stride]
-    cols = win.transpose(0, 3, 4, 1, 2).reshape(c * kh * kw, -1)
-    np.matmul(w.reshape(f, -1), cols, out=out.reshape(f, -1))
-
-
 def bench(layer: tuple[int, ...], args: argparse.Namespace) -> None:
     C, H, F, K, stride, padding = layer
     f, cfg, (OH, OW) = default_kernel(*layer)
     rng = np.random.default_rng(0)
     x = rng.uniform(-1, 1, (1, C, H, H)).astype(np.float32)
     w = rng.uniform(-1, 1, (F, C, K, K)).astype(np.float32)
-    got, ref = np.empty((1, F, OH, OW), np.float32), np.empty((1, F, OH, OW), np.float32)
+    got = np.empty((1, F, OH, OW), np.float32)
     f(x, w, got)
-    im2col_matmul(x, w, stride, padding, ref)
     np.testing.assert_allclose(got, conv2d_nchw_reference(x, w, stride, padding), rtol=1e-3, atol=1e-3)
-    t_np, t_k = [], []
-    for _ in range(args.rounds):
-        t_np.append(seconds(lambda: im2col_matmul(x, w, stride, padding, ref), args.repeat))
-        t_k.append(seconds(lambda: f(x, w, got), args.repeat))
+    numpy_run = numpy_conv([x, w], dict(stride=stride, padding=padding, groups=1))
+    t_np, t_k = interleaved([numpy_run, lambda: f(x, w, got)], args.repeat, args.rounds)
     flop = 2.0 * F * C * K * K * OH * OW
     knobs = {k: v for k, v in cfg.to_json()["knobs"].items() if k != "algorithm"}
-    print(f"{C:4d} -> {F:3d} {H}x{H} {K}x{K} stride {stride} pad {padding}: gemm {flop / min(t_k) / 1e9:6.1f} GFLOP/s"
-          f"  numpy {flop / min(t_np) / 1e9:6.1f} GFLOP/s  {min(t_np) / min(t_k):5.2f}x numpy   {knobs}")
+    print(f"{C:4d} -> {F:3d} {H}x{H} {K}x{K} stride {stride} pad {padding}: gemm {flop / t_k / 1e9:6.1f} GFLOP/s"
+          f"  numpy {flop / t_np / 1e9:6.1f} GFLOP/s  {t_np / t_k:5.2f}x numpy   {knobs}")
 
 
 def main() -> None:

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 from ops_cpu import im2col_conv2d
-from timing import seconds
+from timing import interleaved
 
 import autotune
 from autotune import te
@@ -54,14 +54,6 @@ def direct_kernel(C: int, H: int) -> Callable:
     return autotune.build(*task.instantiate(0))
 
 
-def best_of_rounds(fns: dict[str, Callable[[], Any]], repeat: int, rounds: int) -> dict[str, float]:
-    best = {k: float("inf") for k in fns}
-    for _ in range(rounds):
-        for k, fn in fns.items():
-            best[k] = min(best[k], seconds(fn, repeat))
-    return best
-
-
 def layer(C: int, H: int, args: argparse.Namespace) -> None:
     rng = np.random.default_rng(0)
     x = rng.uniform(-1, 1, (1, C, H, H)).astype(np.float32)
@@ -79,7 +71,7 @@ def layer(C: int, H: int, args: argparse.Namespace) -> None:
         assert np.allclose(outs[k], want, rtol=1e-3, atol=1e-3 * np.sqrt(9 * C)), f"{k}: max error {err}"
     fns: dict[str, Callable[[], Any]] = {"numpy im2col+sgemm": lambda: im2col_conv2d(x, w, 1)}
     fns.update({k: (lambda f=f, o=outs[k]: f(x, w, o)) for k, f in kernels.items()})
-    t = best_of_rounds(fns, args.repeat, args.rounds)
+    t = dict(zip(fns, interleaved(list(fns.values()), args.repeat, args.rounds)))
     flop = 2.0 * C * C * 9 * H * H
     print(f"conv2d {C}->{C} {H}x{H} 3x3 pad 1   winograd default {cfg}")
     for k, v in t.items():
