@@ -71,20 +71,6 @@ def _where_reference(cond: np.ndarray, a: np.ndarray, b: np.ndarray, **_: Any) -
     return np.where(cond, a, b)
 
 
-def binary_template(name: str, compute: Callable[..., te.Tensor],
-                    schedule: Callable[[Any, te.Tensor], Any]) -> Callable[..., Any]:
-    """The template function of a binary op with numpy broadcasting of `a_shape` and `b_shape`."""
-    def binary_template(cfg: Any, a_shape: Any, b_shape: Any, dtype: str = "float32"):
-        """Default: `schedule`'s rule (for the CPU, the generic injective one)."""
-        a = te.placeholder(as_shape(a_shape, name, "a_shape"), dtype, name="a")
-        b = te.placeholder(as_shape(b_shape, name, "b_shape"), dtype, name="b")
-        y = compute(a, b)
-        return schedule(cfg, y), [a, b, y]
-
-    binary_template.__name__ = binary_template.__qualname__ = f"{name}_template"
-    return binary_template
-
-
 def register_elementwise(target: str, schedule: Callable[[Any, te.Tensor], Any]) -> None:
     """Register every elementwise op (UNARY, BINARY, where) for `target`, each output scheduled
     by `schedule(cfg, y)`: the computes, parameters and references are shared by every target."""
@@ -100,9 +86,16 @@ def register_elementwise(target: str, schedule: Callable[[Any, te.Tensor], Any])
                  description=f"y = {what}, elementwise over `shape`")(unary_template)
 
     def binary(name: str, compute: Callable[..., te.Tensor], ref: Callable) -> None:
+        def binary_template(cfg: Any, a_shape: Any, b_shape: Any, dtype: str = "float32"):
+            """Default: `schedule`'s rule (for the CPU, the generic injective one)."""
+            a = te.placeholder(as_shape(a_shape, name, "a_shape"), dtype, name="a")
+            b = te.placeholder(as_shape(b_shape, name, "b_shape"), dtype, name="b")
+            y = compute(a, b)
+            return schedule(cfg, y), [a, b, y]
+
+        binary_template.__name__ = binary_template.__qualname__ = f"{name}_template"
         template(name, reference=exact_reference(ref), target=target,
-                 description=f"y = {name}(a, b) with numpy broadcasting of a_shape and b_shape")(
-                     binary_template(name, compute, schedule))
+                 description=f"y = {name}(a, b) with numpy broadcasting of a_shape and b_shape")(binary_template)
 
     def where_template(cfg: Any, cond_shape: Any, a_shape: Any, b_shape: Any, dtype: str = "float32"):
         """Default: `schedule`'s rule (for the CPU, the generic injective one)."""

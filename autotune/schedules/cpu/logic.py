@@ -18,17 +18,28 @@ from ...dtype import dtype_info
 from ...topi import elementwise as topi
 from ..generic import injective_schedule
 from ..task import template
-from .elementwise import as_shape, binary_template
+from .elementwise import as_shape
 
 COMPARISONS: dict[str, tuple[Callable[..., te.Tensor], Callable[..., np.ndarray]]] = {
     "equal": (topi.equal, np.equal), "less": (topi.less, np.less), "greater": (topi.greater, np.greater),
 }
 
 
+def _register_comparison(name: str, compute: Callable[..., te.Tensor], ref: Callable[..., np.ndarray]) -> None:
+    def comparison_template(cfg: Any, a_shape: Any, b_shape: Any, dtype: str = "float32"):
+        """Default: the generic injective schedule's rule (vector tile of the lanes, threads by size)."""
+        a = te.placeholder(as_shape(a_shape, name, "a_shape"), dtype, name="a")
+        b = te.placeholder(as_shape(b_shape, name, "b_shape"), dtype, name="b")
+        y = compute(a, b)
+        return injective_schedule(cfg, y), [a, b, y]
+
+    comparison_template.__name__ = comparison_template.__qualname__ = f"{name}_template"
+    template(name, reference=lambda a, b, **_: ref(a, b),
+             description=f"bool y = {name}(a, b) with numpy broadcasting of a_shape and b_shape")(comparison_template)
+
+
 for _name, (_compute, _ref) in COMPARISONS.items():
-    template(_name, reference=lambda a, b, _ref=_ref, **_: _ref(a, b),
-             description=f"bool y = {_name}(a, b) with numpy broadcasting of a_shape and b_shape")(
-                 binary_template(_name, _compute, injective_schedule))
+    _register_comparison(_name, _compute, _ref)
 
 
 @template("logical_not", reference=lambda x, **_: np.logical_not(x),
