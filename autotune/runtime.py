@@ -86,7 +86,8 @@ def _warn_once(task: Task, msg: str) -> None:
     warnings.warn(msg, stacklevel=3)
 
 
-def _open_db(db: Any) -> Any:
+def open_db(db: Any) -> Any:
+    """`db` opened read-only for lookups (a TuningDB as it is), or None when the file does not exist."""
     from tuning_db import TuningDB, TuningDBError
 
     if isinstance(db, TuningDB):
@@ -226,7 +227,7 @@ def lookup(op: str, target: str = "llvm", db: Any = None, dtype: str = "float32"
     inspection reports for each kernel it needs."""
     task = create_task(op, target=target, dtype=dtype,
                        **{name: _param_value(op, name, value) for name, value in params.items()})
-    return task, _choose(task, _open_db(db), warn=lambda task, msg: None)[1]
+    return task, _choose(task, open_db(db), warn=lambda task, msg: None)[1]
 
 
 def _param_value(op: str, name: str, value: Any) -> int | float | str | tuple[int, ...]:
@@ -276,7 +277,7 @@ def _resolve(op: str, target: str, db: Any, dtype: str, params: dict[str, Any]) 
         if provenance != "tuned":
             _warn_once(task, f"autotune: no tuned record for {task.workload_key}; using {provenance} config")
     else:
-        index, provenance, gflops = _choose(task, _open_db(db))
+        index, provenance, gflops = _choose(task, open_db(db))
         stamp = _db_stamp(db)                  # after reading: opening may have touched the WAL
         if stamp:
             note_key = entry_key(task.workload_key, task.target_key, {"resolved_from": stamp})

@@ -9,7 +9,8 @@ onnxruntime on every shape of benchmarks/generalization_cases.py, measured in on
 2. with transfer: each shape is tuned again, from scratch, in a database that holds the pass-1
    records of every other shape (`autotune.tune(..., transfer=True)` where tune has that option;
    without it, tune's own warm start from other shapes' records in the database is what transfers);
-3. timed in this process, interleaved: each pass's best kernel (`autotune.load`), numpy and a
+3. timed in this process, interleaved: each pass's best kernel (`autotune.load`; a GEMM with a
+   constant weight runs its `*_packed` kernel, see generalization_cases.py), numpy and a
    one-node onnxruntime model (benchmarks/references.py). Per implementation: the fastest of
    5 x n calls, in 5 rounds taking turns with the others, n calls per round after a warm-up call
    (benchmarks/timing.py), n in [5, 50] sized to ~0.1 s of numpy's fastest call. Not the median:
@@ -84,7 +85,8 @@ def empty_db(path: Path) -> Path:
 def tune_one(case: Case, db: Path, trials: int, transfer: bool) -> Tuned:
     kwargs = {"transfer": transfer} if HAS_TRANSFER else {}
     t0 = time.perf_counter()
-    res = autotune.tune(case.task(), trials=trials, tuner="xgb", db=str(db), seed=0, **kwargs)
+    op, params = case.kernel_op()
+    res = autotune.tune(autotune.create_task(op, **params), trials=trials, tuner="xgb", db=str(db), seed=0, **kwargs)
     return Tuned(db, res.best_seconds, [r.cost for _, r in res.history], time.perf_counter() - t0, res.errors)
 
 
@@ -130,13 +132,14 @@ def pass_transfer(cases: list[Case], trials: int, work: Path) -> list[Tuned]:
 def kernel_run(case: Case, db: Path, inputs: list[np.ndarray], out_shape: tuple[int, ...]) -> Any:
     """The best kernel of the database at this shape as a call into a preallocated output, or
     None when the pass stored no valid record for it."""
+    op, params = case.kernel_op()
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="autotune: no tuned record")
-        kernel = autotune.load(case.op, db=str(db), **case.params)
+        kernel = autotune.load(op, db=str(db), **params)
     if kernel.provenance != "tuned":
         return None
-    out = np.empty(out_shape, np.float32)
-    return lambda: kernel(*inputs, out=out)
+    out, args = np.empty(out_shape, np.float32), case.kernel_inputs(inputs)
+    return lambda: kernel(*args, out=out)
 
 
 def time_case(case: Case, dbs: dict[str, Path]) -> tuple[dict[str, float], bool]:

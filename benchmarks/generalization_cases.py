@@ -15,6 +15,9 @@ every shape it tunes, as data, with its numpy and onnxruntime references (benchm
   three with prime C, F and H; H is redrawn below the last draw until the conv is <= 1 GFLOP.
 
 A layer's weight and bias are model constants (ONNX initializers); a random matmul's B is not.
+A matmul or dense with a constant weight is tuned and timed as `compile_model` runs it: its
+`*_packed` kernel on the weight packed once (panel width by the template's rule), as onnxruntime
+packs its initializers once.
 """
 from __future__ import annotations
 
@@ -26,6 +29,8 @@ import numpy as np
 from references import NUMPY, Run, conv_out, onnx_model, ort_runner
 
 import autotune
+from autotune.schedules.cpu.panels import default_panel, pack_panels
+from autotune.target import Target
 
 SEED = 13
 RANDOM_PER_FAMILY = 6
@@ -46,7 +51,26 @@ class Case:
     weights: tuple[int, ...] = field(default=())   # inputs that are model constants (ONNX initializers)
 
     def task(self) -> Any:
+        """The plain task: its inputs are the references' inputs and its flop the row's."""
         return autotune.create_task(self.op, **self.params)
+
+    @property
+    def panel(self) -> int | None:
+        """The panel width a constant GEMM weight is packed in (None: the kernel takes it as is)."""
+        if self.family not in ("matmul", "dense") or 1 not in self.weights:
+            return None
+        return default_panel(Target.parse("llvm"), "float32")
+
+    def kernel_op(self) -> tuple[str, dict[str, Any]]:
+        """The op and parameters of the kernel that is tuned and timed."""
+        return (self.op, self.params) if self.panel is None else (f"{self.op}_packed", {**self.params,
+                                                                                          "panel": self.panel})
+
+    def kernel_inputs(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        """The plain task's inputs as the kernel takes them (a constant weight packed once)."""
+        if self.panel is None:
+            return inputs
+        return [inputs[0], pack_panels(inputs[1], self.panel, transposed=self.op == "dense"), *inputs[2:]]
 
     def numpy(self, inputs: list[np.ndarray]) -> Run:
         return NUMPY[self.family](inputs, self.params)

@@ -7,10 +7,9 @@ a kernel whose arguments are all fixed memory is bound to their addresses (its a
 run once). A call then checks the inputs, allocates the outputs (the caller owns them: fresh
 arrays each call, never overwritten later) and runs the steps.
 
-Constants are passed to the kernels as they are, from memory, without a copy per call. Weight
-pre-packing is the templates' business: a template that packs a weight inside its kernel (matmul
-packs B into panels) still does so on each call; moving that to compile time needs a template
-taking the packed layout as its input.
+Constants are passed to the kernels as they are, from memory, without a copy per call. Weights
+are transformed once, here: a matmul or dense whose weight is a constant reads it pre-packed
+(`prepack`), so no call repeats the packing the plain kernels do.
 """
 from __future__ import annotations
 
@@ -28,6 +27,7 @@ from ..interop import as_numpy, contiguous
 from ..runtime import Kernel, load
 from .ir import Graph, Node, Value
 from .planner import ALIGN, ARENA, CONSTANT, OUTPUT, Plan, plan_buffers
+from .prepack import prepack_weights
 
 
 @dataclass
@@ -41,15 +41,16 @@ class _Step:
 
 
 def compile_model(graph_or_path: Any, db: Any = None, target: str = "llvm",
-                  shapes: Mapping[str, tuple[int, ...]] | None = None) -> CompiledModel:
+                  shapes: Mapping[str, tuple[int, ...]] | None = None, prepack: bool = True) -> CompiledModel:
     """A model ready to run: a Graph is compiled as it is; a path, ONNX ModelProto or bytes goes
-    through `autotune.frontend.onnx.load(model, shapes=shapes)` first."""
+    through `autotune.frontend.onnx.load(model, shapes=shapes)` first. `prepack=False` keeps
+    constant weights in their source layout (the plain kernels then pack them per call)."""
     if isinstance(graph_or_path, Graph):
         graph = graph_or_path
         _check_shapes(graph, shapes or {})
     else:
         graph = onnx_frontend().load(graph_or_path, shapes=shapes)
-    return CompiledModel(graph, db=db, target=target)
+    return CompiledModel(graph, db=db, target=target, prepack=prepack)
 
 
 def onnx_frontend() -> Any:
@@ -72,9 +73,9 @@ class CompiledModel:
     arrays each call. Inputs: numpy arrays or anything with `__dlpack__` / `__array_interface__`,
     read in place when C-contiguous. One call at a time per model (they share the arena)."""
 
-    def __init__(self, graph: Graph, db: Any = None, target: str = "llvm") -> None:
+    def __init__(self, graph: Graph, db: Any = None, target: str = "llvm", prepack: bool = True) -> None:
         graph.validate()
-        self.graph = graph
+        self.graph = prepack_weights(graph, target, db) if prepack else graph
         self.target = target
         self.plan: Plan = plan_buffers(graph)
         self.kernels, self.load_warnings = _load_kernels(graph, target, db)

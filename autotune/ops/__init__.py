@@ -41,7 +41,7 @@ from .elementwise import (
     tanh,
     where,
 )
-from .linalg import batch_matmul, conv2d, dense, matmul
+from .linalg import PackedWeight, batch_matmul, conv2d, dense, matmul, pack_weight
 from .logic import cast, equal, greater, less, logical_not
 from .movement import concat, embedding, expand, pad, permute, slice, take, transpose
 from .nn import attention, batch_norm, cross_entropy, instance_norm, layer_norm, log_softmax, rms_norm, softmax
@@ -50,6 +50,7 @@ from .reduction import argmax, max, mean, min, sum, var
 from .resize import resize
 
 __all__ = [
+                   "PackedWeight",
                    "abs",
                    "add",
                    "argmax",
@@ -100,6 +101,7 @@ __all__ = [
                    "minimum",
                    "mul",
                    "neg",
+                   "pack_weight",
                    "pad",
                    "permute",
                    "power",

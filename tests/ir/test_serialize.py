@@ -38,6 +38,7 @@ CUDA = "cuda -arch=sm_80"
 # Small odd shapes for every CPU template (every split has a tail).
 CPU_SHAPES = {
     "matmul": dict(M=13, N=37, K=19), "dense": dict(M=13, N=37, K=19), "dense_gelu": dict(M=13, N=37, K=19),
+    "matmul_packed": dict(M=13, N=37, K=19, panel=16), "dense_packed": dict(M=13, N=37, K=19, panel=24),
     "batch_matmul": dict(batch=3, M=13, N=37, K=19),
     "conv2d": dict(N=1, C=5, H=9, W=11, F=7, KH=3, KW=3, stride=2, padding=1),
     "conv2d_grouped": dict(N=1, C=6, H=9, W=11, F=9, KH=3, KW=3, stride=1, padding=(1, 2), dilation=2, groups=3),

@@ -21,6 +21,8 @@ CONV = dict(stride=1, padding=1, dilation=1, groups=1)
 EXAMPLES = {
     "matmul": [dict(M=131, N=97, K=61), dict(M=7, N=5, K=3), dict(M=1, N=300, K=37)],
     "dense": [dict(M=129, N=77, K=65), dict(M=3, N=130, K=17)],
+    "matmul_packed": [dict(M=131, N=97, K=61, panel=32), dict(M=1, N=300, K=37, panel=8)],
+    "dense_packed": [dict(M=129, N=77, K=65, panel=48), dict(M=3, N=130, K=17, panel=16)],
     "dense_gelu": [dict(M=13, N=37, K=19), dict(M=67, N=100, K=96)],
     "batch_matmul": [dict(batch=3, M=37, N=29, K=17), dict(batch=2, M=130, N=65, K=33)],
     "conv1d": [dict(N=2, C=6, L=37, F=5, K=3, **CONV), dict(N=1, C=16, L=101, F=40, K=5, stride=2, padding=2,

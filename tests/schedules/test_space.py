@@ -79,7 +79,9 @@ def test_a_task_imports_only_its_op_module():
     code = ("import sys, autotune; autotune.create_task('matmul', M=4, N=4, K=4); "
             "print(sorted(m for m in sys.modules if m.startswith('autotune.schedules.cpu.')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "['autotune.schedules.cpu.matmul', 'autotune.schedules.cpu.rules']"   # rules: shared defaults
+    # rules: shared defaults; panels: the matmul family's packed-weight layout
+    assert out.strip() == ("['autotune.schedules.cpu.matmul', 'autotune.schedules.cpu.panels', "
+                           "'autotune.schedules.cpu.rules']")
 
 
 def test_parameters_with_a_template_default_may_be_left_out():

@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 
 _OPS_OF_MODULE: dict[str, tuple[str, ...]] = {
-    "matmul": ("matmul", "dense"),
+    "matmul": ("dense", "dense_packed", "matmul", "matmul_packed"),
     "batch_matmul": ("batch_matmul",),
     "conv2d": ("conv2d", "conv2d_grouped"),
     "conv_transpose": ("conv_transpose2d",),

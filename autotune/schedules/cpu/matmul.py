@@ -16,6 +16,7 @@ from ...dtype import dtype_info
 from ...schedules.schedule import Schedule
 from ..generic import vectorize_by
 from ..task import template
+from .panels import PANEL_WIDTHS, check_panel, panel_count, unpack_panels
 from .rules import (
     ascending_first,
     cpu_facts,
@@ -85,13 +86,13 @@ def _packed_b(B: te.Tensor, N: int, K: int, bn: int, dtype: str, transposed: boo
     return te.compute((-(-N // bn), K, bn), elem, name="packedB")
 
 
-COLUMNS = (8, 16, 24, 32, 48, 64, 96, 128)     # tile_x: columns of a register tile (and of a B panel)
+COLUMNS = PANEL_WIDTHS                          # tile_x: columns of a register tile (and of a B panel)
 ROWS = (1, 2, 4, 6, 8)                          # register-tile rows
 BLOCKS = (1, 2, 4, 8, 16)                       # register tiles per row block (they share a B panel)
 UNROLL_K = (1, 2, 4, 8, 16)
 
 
-def define_matmul_knobs(cfg, M: int, N: int, K: int, dtype: str, transposed: bool) -> None:
+def define_matmul_knobs(cfg, M: int, N: int, K: int, dtype: str, transposed: bool, panel: int | None = None) -> None:
     """The knobs of `_matmul_body`, each with its rule's value first (the default config):
 
     tile_x = 2 x lanes (two vectors per row of the register tile); tile_y = [-1, blocks, rows]
@@ -102,14 +103,17 @@ def define_matmul_knobs(cfg, M: int, N: int, K: int, dtype: str, transposed: boo
     (each packed element then feeds a vector of rows) and always for dense's W (N x K: unpacked,
     its columns would be strided gathers); threads when the product has >= 2^15 vector
     multiply-adds and the target more than one core. Other values ascending (strings in a
-    fixed order).
+    fixed order). With B pre-packed in panels of `panel` columns, tile_x is the panel and there
+    is no pack_b knob; rows and unroll follow the rule for that width.
     """
     width = lanes(cfg, dtype)
-    bn, rows, unroll = register_tile(cfg, dtype, M, COLUMNS, ROWS, UNROLL_K)
+    bn, rows, unroll = register_tile(cfg, dtype, M, (panel,) if panel else COLUMNS, ROWS, UNROLL_K)
     blocks = largest_fitting(BLOCKS, lambda m: m * rows * K * dtype_info(dtype).bytes <= cpu_facts(cfg).l2_bytes // 2
                              and m * rows <= M and enough_chunks(cfg, -(-M // (m * rows)) * -(-N // bn)))
-    cfg.define_knob("pack_b", first(int(transposed or width <= M), [0, 1]))
-    cfg.define_split("tile_x", N, 2, policy="candidate", candidate=[[-1, v] for v in ascending_first(bn, COLUMNS)])
+    if panel is None:
+        cfg.define_knob("pack_b", first(int(transposed or width <= M), [0, 1]))
+    columns = [panel] if panel else ascending_first(bn, COLUMNS)
+    cfg.define_split("tile_x", N, 2, policy="candidate", candidate=[[-1, v] for v in columns])
     tiles = first([blocks, rows], [[m, r] for r in ROWS for m in BLOCKS])
     cfg.define_split("tile_y", M, 3, policy="candidate", candidate=[[-1, *t] for t in tiles])
     cfg.define_split("tile_k", K, 2, policy="candidate", candidate=[[-1, f] for f in ascending_first(unroll, UNROLL_K)])
@@ -123,26 +127,32 @@ class _Product(NamedTuple):
     B: te.Tensor
     C: te.Tensor                  # the product (the register tiles)
     out: te.Tensor                # what the kernel writes
-    packed: te.Tensor | None      # B in panels
+    packed: te.Tensor | None      # B in panels, packed by the kernel (None: unpacked or pre-packed)
     view: te.Tensor | None        # C's first N columns, inlined into the epilogue
 
 
-def _product(cfg, M: int, N: int, K: int, dtype: str, transposed: bool, epilogue) -> _Product:
+def _product(cfg, M: int, N: int, K: int, dtype: str, transposed: bool, epilogue, panel: int | None) -> _Product:
     """The computation of one config: C = A @ B (or A @ W.T) and the output read from it.
 
     With B packed, C spans whole panels (its padding columns are zeros), so the register tile at
     a column tail is as vectorized as the others; `out` reads C's first N columns through an
-    inlined view, so only the store to the output is guarded."""
-    bn = cfg["tile_x"].size[-1]
+    inlined view, so only the store to the output is guarded. With `panel`, B arrives packed
+    (`panels.pack_panels`) and the kernel has no packing stage."""
     A = te.placeholder((M, K), dtype, name="A")
-    B = te.placeholder((N, K) if transposed else (K, N), dtype, name="W" if transposed else "B")
     k = te.reduce_axis((0, K), name="k")
-    if not cfg["pack_b"].val:
-        C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * (B[j, k] if transposed else B[k, j]), axis=k),
-                       name="C")
-        return _Product(A, B, C, C if epilogue is None else epilogue(C), None, None)
-    packed = _packed_b(B, N, K, bn, dtype, transposed)
-    C = te.compute((M, packed.shape[0] * bn), lambda i, j: te.sum(A[i, k] * packed[j // bn, k, j % bn], axis=k),
+    packed: te.Tensor | None = None
+    if panel:
+        B = te.placeholder((panel_count(N, panel), K, panel), dtype, name="Wp" if transposed else "Bp")
+        panels, bn = B, panel
+    else:
+        B = te.placeholder((N, K) if transposed else (K, N), dtype, name="W" if transposed else "B")
+        if not cfg["pack_b"].val:
+            C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * (B[j, k] if transposed else B[k, j]), axis=k),
+                           name="C")
+            return _Product(A, B, C, C if epilogue is None else epilogue(C), None, None)
+        bn = cfg["tile_x"].size[-1]
+        panels = packed = _packed_b(B, N, K, bn, dtype, transposed)
+    C = te.compute((M, panels.shape[0] * bn), lambda i, j: te.sum(A[i, k] * panels[j // bn, k, j % bn], axis=k),
                    name="C")
     view = te.compute((M, N), lambda i, j: C[i, j], name="Y" if epilogue is None else "Cview")
     if epilogue is None:
@@ -151,14 +161,15 @@ def _product(cfg, M: int, N: int, K: int, dtype: str, transposed: bool, epilogue
 
 
 def _matmul_body(cfg, M: int, N: int, K: int, dtype: str, transposed: bool = False, epilogue=None,
-                 extra_inputs=()):
+                 extra_inputs=(), panel: int | None = None):
     """Shared by matmul and dense: the packed/unpacked product with a tiled, tunable schedule.
 
     `epilogue(C)` returns the output computed from C elementwise (bias, activation): C is then
-    computed into a local tile at the output's block and never written to memory.
+    computed into a local tile at the output's block and never written to memory. `panel`: B
+    (or W) arrives pre-packed in panels of that many columns.
     """
-    define_matmul_knobs(cfg, M, N, K, dtype, transposed)
-    A, B, C, out, packed, view = _product(cfg, M, N, K, dtype, transposed, epilogue)
+    define_matmul_knobs(cfg, M, N, K, dtype, transposed, panel)
+    A, B, C, out, packed, view = _product(cfg, M, N, K, dtype, transposed, epilogue, panel)
     s = te.create_schedule(out.op)
     if view is not None:
         s[view].compute_inline()
@@ -229,3 +240,45 @@ def dense_template(cfg, M: int, N: int, K: int, dtype: str = "float32"):
         return te.compute((M, N), lambda i, j: te.maximum(C[i, j] + bias[j], te.const(0, dtype)), name="Y")
 
     return _matmul_body(cfg, M, N, K, dtype, transposed=True, epilogue=epilogue, extra_inputs=(bias,))
+
+
+def _packed_matmul_reference(a, bp, *, N, **_):
+    return a @ unpack_panels(bp, N)
+
+
+@template("matmul_packed", reference=_packed_matmul_reference,
+          description="C = A @ B with B pre-packed: A: M x K, Bp: ceil(N/panel) x K x panel (panels.pack_panels)")
+def matmul_packed_template(cfg, M: int, N: int, K: int, panel: int, dtype: str = "float32"):
+    """matmul for a constant B, packed once (graph compile time, `autotune.ops.pack_weight`)
+    instead of on every call: the kernel reads the panels directly.
+
+    Default (`define_matmul_knobs`): tile_x = the panel; rows = the most whose accumulators fit
+    3/4 of the vector registers; blocks = the most tiles whose A rows fit half of L2 with >= 4
+    parallel chunks per core; k unrolled to ~64 multiply-adds a step; threads when the product
+    has >= 2^15 vector multiply-adds and the target more than one core.
+    """
+    check_panel("matmul_packed", panel)
+    return _matmul_body(cfg, M, N, K, dtype, panel=panel)
+
+
+def _packed_dense_reference(x, wp, bias, *, N, **_):
+    return np.maximum(x @ unpack_panels(wp, N) + bias, 0)
+
+
+@template("dense_packed", reference=_packed_dense_reference,
+          description="relu(X @ W.T + bias) with W pre-packed: Wp = panels.pack_panels(W, panel, transposed=True)")
+def dense_packed_template(cfg, M: int, N: int, K: int, panel: int, dtype: str = "float32"):
+    """dense for a constant W, packed once (graph compile time) instead of on every call.
+
+    Default (`define_matmul_knobs`): tile_x = the panel; rows = the most whose accumulators fit
+    3/4 of the vector registers; blocks = the most tiles whose A rows fit half of L2 with >= 4
+    parallel chunks per core; k unrolled to ~64 multiply-adds a step; threads when the product
+    has >= 2^15 vector multiply-adds and the target more than one core.
+    """
+    check_panel("dense_packed", panel)
+    bias = te.placeholder((N,), dtype, name="bias")
+
+    def epilogue(C):
+        return te.compute((M, N), lambda i, j: te.maximum(C[i, j] + bias[j], te.const(0, dtype)), name="Y")
+
+    return _matmul_body(cfg, M, N, K, dtype, transposed=True, epilogue=epilogue, extra_inputs=(bias,), panel=panel)
