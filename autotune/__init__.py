@@ -1,7 +1,7 @@
 """autotune: a schedule-search autotuner for tensor programs, in the style of Apache TVM.
 
 Public API: te, lower, build, template, create_task, create_task_from_te, tune, tune_tasks, load,
-compile_model, ops, __version__.
+compile_model, tune_model, ops, __version__.
 
 Names beyond build and lower load on first use: measurement workers (which import
 `autotune.measure.worker`) never load the template, search or runtime machinery.
@@ -17,6 +17,7 @@ from .ir.lower import lower
 if TYPE_CHECKING:
     from . import ops, te
     from .graph.executor import compile_model
+    from .graph.tuning import tune_model
     from .runtime import load
     from .schedules.from_te import create_task_from_te
     from .schedules.task import create_task, template
@@ -35,6 +36,7 @@ __all__ = [
     "te",
     "template",
     "tune",
+    "tune_model",
     "tune_tasks",
 ]
 
@@ -42,7 +44,8 @@ _WHERE = {"te": (".te", None), "ops": (".ops", None),
           "create_task_from_te": (".schedules.from_te", "create_task_from_te"),
           "create_task": (".schedules.task", "create_task"), "template": (".schedules.task", "template"),
           "tune": (".search.tune", "tune"), "tune_tasks": (".search.tune", "tune_tasks"),
-          "load": (".runtime", "load"), "compile_model": (".graph.executor", "compile_model")}
+          "load": (".runtime", "load"), "compile_model": (".graph.executor", "compile_model"),
+          "tune_model": (".graph.tuning", "tune_model")}
 
 
 def __getattr__(name: str) -> Any:

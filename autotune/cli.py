@@ -138,8 +138,10 @@ def _register_subcommands() -> None:
     from .cli_db import db
     from .cli_model import model
     from .cli_tune import tune
+    from .cli_tune_model import tune_model
 
     main.add_command(tune)
+    main.add_command(tune_model)
     main.add_command(db)
     main.add_command(model)
 

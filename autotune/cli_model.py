@@ -78,9 +78,12 @@ def load_graph(path: str, shapes: dict[str, tuple[int, ...]]) -> Any:
 
 def inspect_graph(graph: Any, db: Any = None, target: str = "llvm") -> dict[str, Any]:
     """The graph's inputs, outputs, op counts, and each distinct kernel it needs with the number of
-    nodes using it and the provenance `autotune.load` would give it (nothing is compiled)."""
+    nodes using it and the provenance `autotune.load` would give it (nothing is compiled). The
+    kernels are those `compile_model` runs (after its compile-time passes)."""
+    from .graph.executor import prepare_graph
     from .runtime import lookup
 
+    graph = prepare_graph(graph, target, db)
     uses = Counter((n.op, repr(sorted(n.params.items())), n.dtype) for n in graph.nodes if not n.is_view)
     kernels = []
     for op, params, dtype in graph.kernels():

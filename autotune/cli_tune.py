@@ -26,13 +26,13 @@ PLAN_KEYS = ("tasks", "trials")
 TASK_KEYS = ("op", "shape", "weight", "tuner", "target", "dtype")
 
 
-class _StopOnInterrupt:
+class StopOnInterrupt:
     """SIGINT sets a flag; a callback raises StopTuning at the next batch boundary."""
 
     def __init__(self) -> None:
         self.requested = False
 
-    def __enter__(self) -> _StopOnInterrupt:
+    def __enter__(self) -> StopOnInterrupt:
         self._old = signal.signal(signal.SIGINT, self._handle)
         return self
 
@@ -82,7 +82,7 @@ def _tune_one(op: str, shape: str, dtype: str, target: str, trials: int, tuner: 
 
         check_measurable(task.target)
     database = TuningDB(db)
-    with _StopOnInterrupt() as stop, _progress_bar(trials, f"tune {task.workload_key}") as bar:
+    with StopOnInterrupt() as stop, _progress_bar(trials, f"tune {task.workload_key}") as bar:
         bar_task = bar.add_task("tune", total=trials, best=0.0, errors=0)
 
         def show(p: Any) -> None:
@@ -216,7 +216,7 @@ def _tune_plan(path: str, trials: int, tuner: str, db: str | None, seed: int | N
     # every task is made (and so checked) before the database is opened or any run started
     tasks = [_plan_task(spec, f"plan {path}: task {i}") for i, spec in enumerate(plan["tasks"])]
     database = TuningDB(db)
-    with _StopOnInterrupt() as stop, _progress_bar(trials, f"tune plan {Path(path).name}") as bar:
+    with StopOnInterrupt() as stop, _progress_bar(trials, f"tune plan {Path(path).name}") as bar:
         bar_task = bar.add_task("plan", total=trials, best=0.0, errors=0)
         progress: dict[str, Any] = {}
 

@@ -53,6 +53,13 @@ def compile_model(graph_or_path: Any, db: Any = None, target: str = "llvm",
     return CompiledModel(graph, db=db, target=target, prepack=prepack)
 
 
+def prepare_graph(graph: Graph, target: str = "llvm", db: Any = None, prepack: bool = True) -> Graph:
+    """The graph as it runs: the compile-time passes applied (weights pre-packed). What
+    `CompiledModel` runs, `tune_model` tunes and `autotune model inspect` lists."""
+    graph.validate()
+    return prepack_weights(graph, target, db) if prepack else graph
+
+
 def onnx_frontend() -> Any:
     """`autotune.frontend.onnx`, imported on first use (it needs the onnx package)."""
     return importlib.import_module("autotune.frontend.onnx")
@@ -74,8 +81,7 @@ class CompiledModel:
     read in place when C-contiguous. One call at a time per model (they share the arena)."""
 
     def __init__(self, graph: Graph, db: Any = None, target: str = "llvm", prepack: bool = True) -> None:
-        graph.validate()
-        self.graph = prepack_weights(graph, target, db) if prepack else graph
+        self.graph = graph = prepare_graph(graph, target, db, prepack)
         self.target = target
         self.plan: Plan = plan_buffers(graph)
         self.kernels, self.load_warnings = _load_kernels(graph, target, db)

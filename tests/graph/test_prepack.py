@@ -47,6 +47,7 @@ def test_constant_weights_are_packed_once_and_answers_stay(tmp_path):
     m = autotune.compile_model(g, db=tmp_path / "absent.db")
     ops = [n.op for n in m.graph.nodes]
     assert ops == ["matmul_packed", "matmul_packed", "matmul", "add", "add", "dense_packed"]
+    assert [k["op"] for k in m.summary()["kernels"]] == ["matmul_packed", "matmul", "add", "dense_packed"]
     panel = default_panel(Target.parse("llvm"), "float32")
     # w packed once for both matmuls; the unpacked sources dropped
     assert sorted(m.graph.constants) == ["bias", f"w.panels{panel}", f"wd.panels{panel}"]

@@ -1,0 +1,129 @@
+"""Tuning a whole model: its distinct kernels become tasks, weighted by how often one inference
+runs them, tuned under one budget by the gradient task scheduler (`autotune.tune_tasks`).
+
+The tasks are the kernels `compile_model` runs (the graph after its compile-time passes), so what
+is tuned is what runs. Identical kernels (same op, parameters and dtype) are one task whose
+weight is their count. The model's estimated latency is the weighted sum of the tasks' best
+times. A time budget stops at the next batch boundary; everything measured is already in the
+database, and a second call resumes from it.
+"""
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..schedules.task import Task, create_task
+from ..search.tuner import Progress, StopTuning, TuneResult
+from .executor import onnx_frontend, prepare_graph
+from .ir import Graph
+
+
+@dataclass(frozen=True)
+class ModelTask:
+    """One distinct kernel of a model: its task, how many nodes run it, and their names."""
+
+    task: Task
+    weight: int
+    nodes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ModelProgress:
+    """Passed to `tune_model` callbacks after every batch: the batch's task progress and every
+    task's best time so far (inf: none measured yet)."""
+
+    latest: Progress
+    tasks: tuple[ModelTask, ...]
+    best_seconds: Mapping[str, float]          # by workload key
+    trials_done: int
+    elapsed: float
+
+    @property
+    def estimated_seconds(self) -> float | None:
+        return estimated_latency(self.tasks, self.best_seconds)
+
+
+@dataclass(frozen=True)
+class ModelTuneResult:
+    tasks: tuple[ModelTask, ...]
+    results: tuple[TuneResult, ...]
+    seconds: float                # wall time of the job
+    interrupted: bool             # stopped by the time budget or a callback
+
+    @property
+    def estimated_seconds(self) -> float | None:
+        return estimated_latency(self.tasks, {r.workload_key: r.best_seconds for r in self.results})
+
+    @property
+    def trials(self) -> int:
+        return sum(r.trials for r in self.results)
+
+
+def estimated_latency(tasks: Sequence[ModelTask], best: Mapping[str, float]) -> float | None:
+    """Sum over tasks of weight x best time; None until every task has a measured time."""
+    times = [best.get(t.task.workload_key, math.inf) for t in tasks]
+    if not all(math.isfinite(s) for s in times):
+        return None
+    return sum(t.weight * s for t, s in zip(tasks, times))
+
+
+def model_tasks(graph: Graph, target: str = "llvm", db: Any = None) -> list[ModelTask]:
+    """The model's distinct kernels as tasks, in first-use order, weighted by their node count."""
+    prepared = prepare_graph(graph, target, db)
+    found: dict[tuple[str, str, str], tuple[Task, list[str]]] = {}
+    for n in prepared.nodes:
+        if n.is_view:
+            continue
+        key = (n.op, repr(sorted(n.params.items())), n.dtype)
+        if key not in found:
+            found[key] = (create_task(n.op, target=target, dtype=n.dtype, **n.params), [])
+        found[key][1].append(n.name)
+    return [ModelTask(task, len(nodes), tuple(nodes)) for task, nodes in found.values()]
+
+
+def _as_graph(model: Any, shapes: Mapping[str, tuple[int, ...]] | None) -> Graph:
+    return model if isinstance(model, Graph) else onnx_frontend().load(model, shapes=shapes)
+
+
+def tune_model(model: Any, trials: int = 1000, db: Any = None, target: str = "llvm",
+               shapes: Mapping[str, tuple[int, ...]] | None = None, time_budget: float | None = None,
+               tuner: str = "xgb", seed: int | None = None, transfer: bool = True,
+               callbacks: Sequence[Callable[[ModelProgress], Any]] = (), measure_option: Any = None,
+               batch_size: int | None = None, measurer: Any = None) -> ModelTuneResult:
+    """Tune every kernel of `model` (a Graph, an ONNX path, ModelProto or bytes) under one budget
+    of `trials` measurements and, with `time_budget`, of that many seconds of wall time (checked
+    after each batch). Every result lands in the database `db`; `compile_model` then runs the
+    tuned kernels, and a second call resumes. `batch_size` defaults to what lets the warm-up
+    round (one batch per task) take at most half the budget, at most 16: every task gets a
+    measured time, so the estimate exists and the scheduler can compare tasks."""
+    if time_budget is not None and (isinstance(time_budget, bool) or not isinstance(time_budget, (int, float))
+                                    or not time_budget > 0):
+        raise ValueError(f"tune_model: time_budget must be a positive number of seconds, got {time_budget!r}")
+    from ..search.tune import tune_tasks
+
+    graph = _as_graph(model, shapes)
+    tasks = tuple(model_tasks(graph, target, db))
+    if not tasks:
+        raise ValueError(f"tune_model: graph {graph.name!r} has no kernel to tune (every node is a view)")
+    if batch_size is None:
+        batch_size = max(1, min(16, trials // (2 * len(tasks))))
+    start = time.monotonic()
+    best: dict[str, float] = {}
+    done: dict[str, int] = {}
+
+    def report(p: Progress) -> None:
+        key = p.task.workload_key
+        best[key], done[key] = p.best_seconds, p.trials_done
+        progress = ModelProgress(p, tasks, dict(best), sum(done.values()), time.monotonic() - start)
+        for cb in callbacks:
+            cb(progress)
+        if time_budget is not None and progress.elapsed >= time_budget:
+            raise StopTuning()
+
+    results = tune_tasks([t.task for t in tasks], [float(t.weight) for t in tasks], trials, tuner, db=db, seed=seed,
+                         callbacks=[report], measure_option=measure_option, batch_size=batch_size,
+                         measurer=measurer, transfer=transfer)
+    return ModelTuneResult(tasks, tuple(results), time.monotonic() - start, any(r.interrupted for r in results))
