@@ -106,10 +106,7 @@ def test_plan_shares_the_budget(tmp_path):
     assert sum(r["trials"] for r in rows) == 40 and all(r["trials"] >= 16 for r in rows)
 
 
-def test_ctrl_c_stops_after_the_batch_and_keeps_everything(tmp_path):
-    import signal
-    import time
-
+def test_ctrl_c_stops_after_the_batch_and_keeps_everything(tmp_path, interrupt_when_measured):
     from tuning_db import TuningDB
 
     db = str(tmp_path / "int.db")
@@ -117,15 +114,7 @@ def test_ctrl_c_stops_after_the_batch_and_keeps_everything(tmp_path):
                           "--trials", "400", "--tuner", "random", "--db", db, "--seed", "0"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          env=dict(os.environ, AUTOTUNE_NUM_THREADS="1"))
-    deadline = time.time() + 300
-    while time.time() < deadline:
-        time.sleep(1)
-        try:
-            if TuningDB(db, readonly=True).records():
-                break
-        except Exception:  # noqa: BLE001  (not created yet)
-            pass
-    p.send_signal(signal.SIGINT)
+    interrupt_when_measured(p, db)
     out, err = p.communicate(timeout=300)
     assert p.returncode == 0, err
     assert "interrupted" in out

@@ -3,10 +3,8 @@ into the database, compile_model then runs them tuned, and the CLI resumes and s
 or a time budget without losing a measurement."""
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 
 import numpy as np
@@ -91,21 +89,13 @@ def test_tune_model_cli_resumes_and_counts_exactly(tmp_path):
     assert bad.returncode == 2 and "--time-budget" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
 
 
-def test_tune_model_cli_ctrl_c_keeps_every_measurement(tmp_path):
+def test_tune_model_cli_ctrl_c_keeps_every_measurement(tmp_path, interrupt_when_measured):
     path, db = tmp_path / "mlp.onnx", str(tmp_path / "int.db")
     onnx.save(reduced("mlp"), path)
     p = subprocess.Popen([sys.executable, "-m", "autotune.cli", "tune-model", str(path), "--trials", "5000",
                           "--tuner", "random", "--db", db, "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True, env=dict(os.environ, AUTOTUNE_NUM_THREADS="1"))
-    deadline = time.time() + 300
-    while time.time() < deadline:
-        time.sleep(0.5)
-        try:
-            if TuningDB(db, readonly=True).records():
-                break
-        except Exception:  # noqa: BLE001  (not created yet)
-            pass
-    p.send_signal(signal.SIGINT)
+    interrupt_when_measured(p, db)
     out, err = p.communicate(timeout=300)
     assert p.returncode == 0, err
     summary = json.loads(out)
