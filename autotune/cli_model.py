@@ -1,5 +1,5 @@
 """`autotune model ...`: inspect an ONNX model (its ops, the kernels it needs and which the database
-has tuned) and run it on autotune's kernels (outputs and latency).
+has tuned), run it on autotune's kernels (outputs and latency) and profile it (time per kernel).
 
 Arguments are checked before the model is read: a missing file, a malformed --shapes or --input
 item exits 2 with one line, as does an unknown input name or a wrong shape once the model is read.
@@ -166,6 +166,46 @@ def run(model_path: str, inputs: tuple[str, ...], repeat: int, db: str | None, t
                    f"mean {o['mean']:.6g} first {o['first']}")
     lat = report["latency_ms"]
     click.echo(f"latency over {repeat} calls: median {lat['median']:.3f} ms, min {lat['min']:.3f} ms")
+
+
+@model.command()
+@click.argument("model_path", metavar="MODEL")
+@click.option("--input", "inputs", multiple=True, help="An input's value: NAME=FILE.npy (default: random inputs).")
+@click.option("--shapes", multiple=True, help="Bind an input's unknown dims: NAME=1x3x224x224 (repeatable).")
+@click.option("--repeat", default=10, show_default=True, type=click.IntRange(1, 100_000),
+              help="Timed runs after one warm-up run.")
+@click.option("--plot", type=click.Path(dir_okay=False), default=None, help="Also write a bar chart as PNG.")
+@click.option("--top", default=20, show_default=True, type=click.IntRange(1, 100_000), help="Rows shown.")
+@_DB_OPTION
+@_TARGET_OPTION
+@_JSON_OPTION
+def profile(model_path: str, inputs: tuple[str, ...], shapes: tuple[str, ...], repeat: int, plot: str | None,
+            top: int, db: str | None, target: str, as_json: bool) -> None:
+    """Per-kernel time, share, GFLOP/s or GB/s and provenance: where the model's time goes."""
+    from .graph.executor import CompiledModel
+
+    feeds = parse_inputs(inputs)
+    bound = {**parse_shapes(shapes), **{k: tuple(a.shape) for k, a in feeds.items()}}
+    m = CompiledModel(load_graph(model_path, bound), db=db, target=target)
+    try:
+        prof = m.profile(feeds or None, repeat=repeat, plot=plot)
+    except ImportError as exc:
+        raise CLIError(str(exc)) from None
+    if as_json:
+        return emit_json({"kernel_ms": prof.total_seconds * 1e3, "run_ms": prof.run_seconds * 1e3,
+                          "repeat": repeat, "kernels": prof.rows()})
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("node", "op", "ms", "share", "throughput", "provenance",
+                  caption=f"{prof.total_seconds * 1e3:.3f} ms in {len(prof.kernels)} kernels; whole run "
+                          f"{prof.run_seconds * 1e3:.3f} ms (median of {repeat})")
+    for k in prof.kernels[:top]:
+        rate = f"{k.gflops:.1f} GFLOP/s" if k.bound == "compute" else f"{k.gbytes_per_s:.1f} GB/s"
+        table.add_row(clip(k.node, 40), k.op, f"{k.seconds * 1e3:.3f}", f"{k.share:.1%}", rate, k.provenance)
+    Console(width=160).print(table)
+    if plot:
+        click.echo(f"plot written to {plot}")
 
 
 def _describe(name: str, a: np.ndarray) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib
 import threading
+import time
 import warnings
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -87,7 +88,7 @@ class CompiledModel:
         self.kernels, self.load_warnings = _load_kernels(graph, target, db)
         self.arena = _aligned_bytes(self.plan.arena_bytes)
         self.buffers = _fixed_buffers(graph, self.plan, self.arena)
-        self._steps = [s for s in (self._step(i, n) for i, n in enumerate(graph.nodes)) if s is not None]
+        self._steps = [(i, s) for i, s in ((i, self._step(i, n)) for i, n in enumerate(graph.nodes)) if s is not None]
         self._lock = threading.Lock()
 
     @property
@@ -109,15 +110,45 @@ class CompiledModel:
         """The outputs, in the graph's order, for these inputs by name."""
         env = _check_feeds(self.graph, feeds)
         with self._lock:
-            env.update(self.buffers)
-            for r, kind in self.plan.kinds.items():
-                if kind == OUTPUT:
-                    v = self.graph.value(r)
-                    env[r] = np.empty(v.shape, v.dtype)
-            for step in self._steps:
+            self._start_call(env)
+            for _, step in self._steps:
                 _run(step, env)
         roots, kinds = self.plan.roots, self.plan.kinds
         return [env[v.name] if kinds[roots[v.name]] == OUTPUT else env[v.name].copy() for v in self.graph.outputs]
+
+    def _start_call(self, env: dict[str, np.ndarray]) -> None:
+        """Bind the fixed memory and fresh output arrays into a call's environment."""
+        env.update(self.buffers)
+        for r, kind in self.plan.kinds.items():
+            if kind == OUTPUT:
+                v = self.graph.value(r)
+                env[r] = np.empty(v.shape, v.dtype)
+
+    def step_times(self, feeds: Mapping[str, Any], repeat: int) -> tuple[dict[int, list[float]], list[float]]:
+        """Seconds of each step (by node index) and of each whole run, over `repeat` runs after
+        one warm-up run: the raw timings `profile` summarizes."""
+        env = _check_feeds(self.graph, feeds)
+        per_step: dict[int, list[float]] = {i: [] for i, _ in self._steps}
+        runs: list[float] = []
+        with self._lock:
+            for r in range(repeat + 1):
+                self._start_call(env)
+                start = time.perf_counter()
+                for i, step in self._steps:
+                    t = time.perf_counter()
+                    _run(step, env)
+                    if r:
+                        per_step[i].append(time.perf_counter() - t)
+                if r:
+                    runs.append(time.perf_counter() - start)
+        return per_step, runs
+
+    def profile(self, feeds: Mapping[str, Any] | None = None, repeat: int = 10, plot: str | None = None) -> Any:
+        """Where the time goes: each kernel node timed inside `repeat` whole runs (random inputs
+        when `feeds` is None); see `autotune.graph.profile`."""
+        from .profile import profile_model
+
+        return profile_model(self, feeds, repeat, plot)
 
     def summary(self) -> dict[str, Any]:
         """Node counts (kernels, views, per provenance: tuned / nearest / default), each distinct

@@ -1,0 +1,116 @@
+"""Where a model's time goes: every kernel node timed inside whole runs of the model.
+
+Each step is timed in place, in `repeat` complete runs, so caches hold what they hold in a real
+call (a kernel timed alone, its inputs hot, would look faster than it runs in the model). A node's
+time is its median over the runs. Throughput is GFLOP/s for a kernel that does more than one
+floating-point operation per byte it touches (matmul, conv), else GB/s of its arguments'
+bytes: what bounds each kind.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .executor import CompiledModel
+
+
+@dataclass(frozen=True)
+class KernelTime:
+    """One kernel node's share of the model's time."""
+
+    node: str
+    op: str
+    workload: str
+    provenance: str
+    seconds: float
+    share: float                  # of the sum over kernel nodes
+    gflops: float
+    gbytes_per_s: float
+
+    @property
+    def bound(self) -> str:
+        """"compute" when the kernel does more than one flop per byte it touches, else "memory"."""
+        return "compute" if self.gflops > self.gbytes_per_s else "memory"
+
+
+@dataclass(frozen=True)
+class Profile:
+    kernels: tuple[KernelTime, ...]        # in descending time
+    total_seconds: float                   # sum over kernel nodes (median per node)
+    run_seconds: float                     # median of whole runs, views and Python included
+    repeat: int
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [{"node": k.node, "op": k.op, "workload": k.workload, "provenance": k.provenance,
+                 "ms": k.seconds * 1e3, "share": k.share, "gflops": k.gflops, "gbytes_per_s": k.gbytes_per_s,
+                 "bound": k.bound} for k in self.kernels]
+
+
+def random_feeds(m: CompiledModel, seed: int = 0) -> dict[str, np.ndarray]:
+    """Inputs of the model's shapes and dtypes: uniform in [-1, 1) for floats, small ints otherwise
+    (a profile must not depend on the user having data at hand)."""
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for name, shape, dtype in m.inputs:
+        kind = np.dtype(dtype).kind
+        if kind == "f":
+            feeds[name] = rng.uniform(-1, 1, shape).astype(dtype)
+        elif kind == "b":
+            feeds[name] = rng.integers(0, 2, shape).astype(dtype)
+        else:
+            feeds[name] = rng.integers(0, 4, shape).astype(dtype)
+    return feeds
+
+
+def profile_model(m: CompiledModel, feeds: Mapping[str, Any] | None = None, repeat: int = 10,
+                  plot: str | None = None) -> Profile:
+    """Time every kernel node of `m` over `repeat` runs (after one warm-up run)."""
+    if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
+        raise ValueError(f"profile: repeat must be an int >= 1, got {repeat!r}")
+    per_step, runs = m.step_times(random_feeds(m) if feeds is None else feeds, repeat)
+    result = _summarize(m, {i: statistics.median(ts) for i, ts in per_step.items() if i in m.kernels},
+                        statistics.median(runs), repeat)
+    if plot is not None:
+        plot_profile(result, plot, m.graph.name)
+    return result
+
+
+def _summarize(m: CompiledModel, seconds: dict[int, float], run_seconds: float, repeat: int) -> Profile:
+    total = sum(seconds.values())
+    rows = []
+    for i, s in seconds.items():
+        node, kernel = m.graph.nodes[i], m.kernels[i]
+        nbytes = sum(m.graph.value(v).nbytes for v in node.inputs + node.outputs)
+        s = max(s, 1e-9)
+        rows.append(KernelTime(node.name, node.op, kernel.workload_key, kernel.provenance.split(":", 1)[0], s,
+                               s / total if total > 0 else math.nan, kernel.task.flop / s / 1e9, nbytes / s / 1e9))
+    rows.sort(key=lambda k: -k.seconds)
+    return Profile(tuple(rows), total, run_seconds, repeat)
+
+
+def plot_profile(profile: Profile, path: str, title: str, top: int = 25) -> None:
+    """A horizontal bar chart of the `top` slowest kernel nodes, coloured by provenance."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        from matplotlib.patches import Patch
+    except ImportError:
+        raise ImportError("plotting a profile needs matplotlib: pip install 'autotune[plot]'") from None
+    shown = profile.kernels[:top][::-1]
+    colours = {"tuned": "tab:green", "nearest": "tab:orange", "default": "tab:red"}
+    fig, ax = plt.subplots(figsize=(9, 0.3 * len(shown) + 1.5))
+    ax.barh([f"{k.node} ({k.op})" for k in shown], [k.seconds * 1e3 for k in shown],
+            color=[colours.get(k.provenance, "tab:gray") for k in shown])
+    ax.set(xlabel="ms per run (median)", title=f"{title}: {profile.total_seconds * 1e3:.3f} ms in kernels")
+    ax.legend(handles=[Patch(color=c, label=p) for p, c in colours.items()], loc="lower right")
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
