@@ -23,9 +23,13 @@ _TABLE = {
         DType("float32", np.float32, "float", "float", 4, "float"),
         DType("float64", np.float64, "double", "double", 8, "float"),
         DType("int8", np.int8, "i8", "signed char", 1, "int"),
+        DType("int16", np.int16, "i16", "short", 2, "int"),
         DType("int32", np.int32, "i32", "int", 4, "int"),
         DType("int64", np.int64, "i64", "long long", 8, "int"),
         DType("uint8", np.uint8, "i8", "unsigned char", 1, "uint"),
+        DType("uint16", np.uint16, "i16", "unsigned short", 2, "uint"),
+        DType("uint32", np.uint32, "i32", "unsigned int", 4, "uint"),
+        DType("uint64", np.uint64, "i64", "unsigned long long", 8, "uint"),
         DType("bool", np.bool_, "i1", "bool", 1, "bool"),
     )
 }

@@ -1,7 +1,8 @@
 """ONNX normalizations and Resize -> layer_norm / batch_norm / instance_norm / resize templates.
 
 LayerNormalization over the trailing axes from `axis` is layer_norm on an M x N view; its scale
-and bias become (N,) gamma/beta (broadcast at import when given smaller). BatchNormalization of
+and bias become (N,) gamma/beta (broadcast at import when given smaller); its optional Mean and
+InvStdDev outputs are a row mean and rsqrt(row variance + epsilon) of the same view. BatchNormalization of
 any rank runs as batch_norm on an (N, C, spatial, 1) view. Resize maps its attributes one to one
 onto the resize template, whose scale is output size / input size: explicit scales that differ
 from that ratio are refused.
@@ -14,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from .builder import Attrs, Builder, allowed, converts
-from .onnx_ops import f32
+from .onnx_ops import binary, f32
 
 COORDS = ("half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel")
 NEAREST = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
@@ -22,10 +23,6 @@ NEAREST = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
 
 def _extra_outputs(node: Any, names: str) -> list[str]:
     return [f"outputs {names}"] if any(node.output[1:]) else []
-
-
-def _layer_norm_check(node: Any, attrs: Attrs) -> list[str]:
-    return _extra_outputs(node, "Mean/InvStdDev")
 
 
 def _row_vector(b: Builder, x: str | None, shape: tuple[int, ...], fill: float, dtype: str, step: str) -> str:
@@ -41,7 +38,7 @@ def _row_vector(b: Builder, x: str | None, shape: tuple[int, ...], fill: float, 
     return b.view(x, (n,))
 
 
-@converts("LayerNormalization", check=_layer_norm_check)
+@converts("LayerNormalization")
 def _layer_norm(b: Builder, node: Any, attrs: Attrs) -> None:
     x = node.input[0]
     shape, dtype = b.shape(x), b.dtype(x)
@@ -50,8 +47,16 @@ def _layer_norm(b: Builder, node: Any, attrs: Attrs) -> None:
     gamma = _row_vector(b, node.input[1], shape[axis:], 1.0, dtype, "gamma")
     beta = _row_vector(b, node.input[2] if len(node.input) > 2 and node.input[2] else None,
                        shape[axis:], 0.0, dtype, "beta")
-    params = {"M": M, "N": N, "eps": f32(attrs.get("epsilon", 1e-5))}
-    b.kernel_out("layer_norm", [b.view(x, (M, N)), gamma, beta], params, (M, N))
+    eps = f32(attrs.get("epsilon", 1e-5))
+    rows = b.view(x, (M, N))
+    b.kernel_out("layer_norm", [rows, gamma, beta], {"M": M, "N": N, "eps": eps}, (M, N))
+    stats = {"shape": (M, N), "axes": (1,), "keepdims": 1}
+    if len(node.output) > 1 and node.output[1]:
+        b.kernel_out("mean", [rows], stats, (M, 1), index=1)
+    if len(node.output) > 2 and node.output[2]:
+        shifted = binary(b, "add", b.kernel("var", [rows], stats, (M, 1)),
+                         b.constant(np.asarray([eps], dtype=dtype), "epsilon"))
+        b.kernel_out("rsqrt", [shifted], {"shape": (M, 1)}, (M, 1), index=2)
 
 
 def _batch_norm_check(node: Any, attrs: Attrs) -> list[str]:

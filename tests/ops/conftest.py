@@ -37,7 +37,7 @@ def _check_configs(op, n_random=2, seed=0, exact=False, **params):
         with warnings.catch_warnings():
             warnings.simplefilter("error")                 # a loop that fails to vectorize warns
             f = autotune.build(s, args)
-        outs = [np.full(shape, np.nan, dtype) if np.dtype(dtype).kind == "f" else np.full(shape, -7, dtype)
+        outs = [np.full(shape, np.nan, dtype) if np.dtype(dtype).kind == "f" else np.full(shape, np.array(-7).astype(dtype))
                 for shape, dtype in task.arg_specs[task.num_inputs:]]
         f(*inputs, *outs)
         for got, ref in zip(outs, want):
