@@ -212,7 +212,32 @@ def _binary(name: str, fn: Callable[[Expr, Expr], Expr], float_only: bool = Fals
 add = _binary("add", lambda a, b: a + b)
 sub = _binary("sub", lambda a, b: a - b)
 mul = _binary("mul", lambda a, b: a * b)
-div = _binary("div", lambda a, b: a / b, float_only=True)
+def _divide(a: Expr, b: Expr) -> Expr:
+    """a / b; for integers C's division, truncating toward zero (ONNX Div), built on floor
+    division, whose code routes a zero divisor (giving 0) and -1 around the trapping sdiv."""
+    if is_float(a.dtype):
+        return a / b
+    q = a // b
+    if dtype_info(a.dtype).kind != "int":
+        return q
+    zero = te.const(0, a.dtype)
+    signs_differ = te.if_then_else(a < zero, b >= zero, b < zero)
+    return q + te.if_then_else(te.all(a % b != zero, signs_differ), te.const(1, a.dtype), zero)
+
+
+def divide_reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """numpy's true division for floats; for integers what `_divide` computes (0 for a zero divisor)."""
+    if np.result_type(a, b).kind == "f":
+        return np.true_divide(a, b)
+    with np.errstate(all="ignore"):
+        safe = np.where(b == 0, 1, b).astype(np.result_type(a, b))
+        q, r = np.floor_divide(a, safe), np.remainder(a, safe)
+        if np.result_type(a, b).kind == "i":
+            q = q + ((r != 0) & ((a < 0) != (b < 0)))
+        return np.where(b == 0, 0, q).astype(np.result_type(a, b))
+
+
+div = _binary("div", _divide)
 maximum = _binary("maximum", te.maximum)
 minimum = _binary("minimum", te.minimum)
 power = _binary("power", te.power, float_only=True)

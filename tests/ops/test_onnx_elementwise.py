@@ -49,6 +49,9 @@ def test_unary_templates_match_numpy_at_several_configs(check_configs, op, param
     ("maximum", "uint16", {"a_shape": (5, 37), "b_shape": (37,)}), ("sub", "uint32", {"a_shape": (37,),
                                                                                      "b_shape": (5, 37)}),
     ("mul", "int16", {"a_shape": (5, 37), "b_shape": (5, 37)}), ("cast", "uint64", {"shape": SHAPE, "to": "float32"}),
+    # integer division truncates toward zero (C, ONNX); a zero divisor (inputs in [-8, 8]) gives 0, never a trap
+    ("div", "int32", {"a_shape": (5, 37), "b_shape": (37,)}), ("div", "int8", {"a_shape": (5, 37), "b_shape": (5, 1)}),
+    ("div", "uint16", {"a_shape": (5, 37), "b_shape": (5, 37)}),
 ])
 def test_templates_with_other_dtypes_match_numpy_exactly(check_configs, op, dtype, params):
     check_configs(op, dtype=dtype, exact=True, **params)

@@ -62,7 +62,7 @@ UNARY: dict[str, tuple[Callable[[te.Tensor], te.Tensor], Callable[[np.ndarray], 
 
 BINARY: dict[str, tuple[Callable[..., te.Tensor], Callable[..., Any]]] = {
     "add": (topi.add, np.add), "sub": (topi.sub, np.subtract), "mul": (topi.mul, np.multiply),
-    "div": (topi.div, np.true_divide), "maximum": (topi.maximum, np.maximum),
+    "div": (topi.div, topi.divide_reference), "maximum": (topi.maximum, np.maximum),
     "minimum": (topi.minimum, np.minimum), "power": (topi.power, np.power),
 }
 
