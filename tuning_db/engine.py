@@ -162,7 +162,11 @@ def _readonly_uri(path: Path, base: str) -> str:
     return f"{base}?mode=ro&immutable=1"
 
 
-def url_engine(url: URL) -> Engine:
+def url_engine(url: URL, readonly: bool) -> Engine:
+    """An engine for a URL; PostgreSQL readers get READ ONLY transactions, which never wait on writers."""
+    if url.get_backend_name() == "postgresql":
+        return create_engine(url, pool_pre_ping=True, json_deserializer=tolerant_loads,
+                             execution_options={"postgresql_readonly": True} if readonly else {})
     if url.get_backend_name() != "sqlite":
         return create_engine(url, pool_pre_ping=True, json_deserializer=tolerant_loads)
     if in_memory(url):   # one shared connection, or each would be its own database
