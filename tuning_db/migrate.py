@@ -36,6 +36,16 @@ def revision(conn: Any, tables: set[str]) -> str | None:
     return conn.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).scalar()
 
 
+def alembic_config(conn: Any) -> Any:
+    """Alembic's configuration for running our history on `conn` (in place of an alembic.ini)."""
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(_SCRIPTS))
+    config.attributes["connection"] = conn
+    return config
+
+
 def migrate(conn: Any, tables: set[str], version: int | None, name: str) -> None:
     """Upgrade to HEAD: a new database (`version` None) from nothing, a pre-Alembic one from the
     revision of its schema `version`; a database at a revision this library does not know
@@ -44,12 +54,9 @@ def migrate(conn: Any, tables: set[str], version: int | None, name: str) -> None
     if current == HEAD:
         return
     from alembic import command
-    from alembic.config import Config
     from alembic.script import ScriptDirectory
 
-    config = Config()
-    config.set_main_option("script_location", str(_SCRIPTS))
-    config.attributes["connection"] = conn
+    config = alembic_config(conn)
     known = {script.revision for script in ScriptDirectory.from_config(config).walk_revisions()}
     if current is not None and current not in known:
         raise TuningDBError(f"{name} has tuning database schema revision {current}, which this library does not "
