@@ -265,6 +265,15 @@ def test_default_location_and_urls(tmp_path, monkeypatch):
         assert len(again.runs()) == 1
 
 
+@pytest.mark.parametrize("scheme", ["postgresql", "postgres"])
+def test_libpq_style_urls_open_with_the_installed_driver(pg_url, scheme):
+    with TuningDB(pg_url.replace("postgresql+psycopg", scheme)) as via_libpq_url:
+        start(via_libpq_url)
+        assert via_libpq_url.name == pg_url   # what it says it opened
+    with TuningDB(pg_url, readonly=True) as again:
+        assert len(again.runs()) == 1
+
+
 def test_readonly_never_creates_and_never_writes(tmp_path, location, db):
     missing = tmp_path / "missing.db"
     with pytest.raises(TuningDBError, match="missing.db does not exist"):
