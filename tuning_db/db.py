@@ -1,10 +1,13 @@
 """`TuningDB`: opening a tuning database safely, and every query the tuner, runtime and CLI make.
 
-SQLite is the default store and the one several processes share: each connection gets WAL, a
+SQLite is the default store, shared by the processes of one machine: each connection gets WAL, a
 busy timeout, foreign keys and synchronous=NORMAL, and every write is one `BEGIN IMMEDIATE`
 transaction (a batch of records at a time), so concurrent writers queue instead of failing and a
-killed writer loses at most the batch it was writing. Reads get a session each, so threads may
-share one TuningDB. Any SQLAlchemy URL works; the SQLite specifics are then skipped.
+killed writer loses at most the batch it was writing. PostgreSQL (any SQLAlchemy URL, e.g.
+postgresql://user@host/db) is the store many machines share: the same one-transaction writes, run
+side by side, with claims made safe for that by `tuning_db.claims`. Either way the schema is made
+and upgraded by `tuning_db.migrate`. Reads get a session each, so threads may share one TuningDB,
+and never wait for a writer.
 """
 from __future__ import annotations
 
@@ -132,7 +135,7 @@ class TuningDB:
             conn = session.connection()
             lock(conn)
             tables = set(inspect(conn).get_table_names())
-            known = "meta" in tables or (tables and self.path is not None)
+            known = "meta" in tables or bool(tables and self.path is not None)
             migrate(conn, tables, self._check_schema(conn, tables) if known else None, self.name)
             if not known:
                 session.add_all([Meta(key="created_by", value=_library_version()),

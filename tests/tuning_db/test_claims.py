@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tuning_db import SCHEMA_VERSION, TuningDB
+from tuning_db.migrate import VERSION_TABLE
 
 sys.path.insert(0, str(Path(__file__).parent))   # the spawned children import their bodies from here
 import tuning_db_workers as workers  # noqa: E402
@@ -72,7 +73,7 @@ def _as_version_1(path: Path) -> None:
     no Alembic version table: that autotune predates it)."""
     with sqlite3.connect(path) as raw:
         raw.execute("DROP TABLE claims")
-        raw.execute("DROP TABLE alembic_version")
+        raw.execute(f"DROP TABLE {VERSION_TABLE}")
         raw.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
     raw.close()
 

@@ -53,7 +53,7 @@ def test_the_migrations_make_the_orm_schema(location):
     TuningDB(location).close()
     engine = engine_of(location)
     with engine.connect() as conn:
-        assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
+        assert compare_metadata(MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE}), Base.metadata) == []
         assert ScriptDirectory.from_config(alembic_config(conn)).get_heads() == [HEAD]
     engine.dispose()
     assert facts(location)[:2] == (HEAD, str(SCHEMA_VERSION))
@@ -99,7 +99,7 @@ def test_a_file_written_before_alembic_gets_exactly_todays_schema(tmp_path):
     assert facts(str(path))[:2] == (HEAD, str(SCHEMA_VERSION))
     engine = engine_of(str(path))
     with engine.connect() as conn:
-        assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
+        assert compare_metadata(MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE}), Base.metadata) == []
     engine.dispose()
     assert len(TuningDB(path, readonly=True).records()) == count > 0
 
@@ -129,3 +129,15 @@ def test_a_downgraded_database_is_upgraded_again_by_a_writer(location):
     with TuningDB(location) as writer:
         assert [r.config_index for r in writer.records()] == [3, 4]
     assert facts(location)[:2] == (HEAD, str(SCHEMA_VERSION))
+
+
+def test_another_apps_alembic_history_in_a_shared_database_is_left_alone(pg_url):
+    engine = engine_of(pg_url)
+    with engine.begin() as conn:
+        conn.execute(text("CREATE TABLE alembic_version (version_num VARCHAR(32) PRIMARY KEY)"))
+        conn.execute(text("INSERT INTO alembic_version VALUES ('their_head')"))
+    filled(pg_url).close()
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "their_head"
+    engine.dispose()
+    assert facts(pg_url)[:2] == (HEAD, str(SCHEMA_VERSION))

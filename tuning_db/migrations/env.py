@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from alembic import context
 
-context.configure(connection=context.config.attributes["connection"])
+from tuning_db.migrate import VERSION_TABLE
+
+context.configure(connection=context.config.attributes["connection"], version_table=VERSION_TABLE)
 with context.begin_transaction():   # a no-op inside the caller's transaction: its commit is ours
     context.run_migrations()
