@@ -29,9 +29,13 @@ from tuning_db_workers import SHAPES, SMALL, TARGET, WORKLOAD, record
 
 
 def join_all(procs: list, timeout_s: float) -> list:
+    """Their exit codes; one still running at the deadline is killed (and its code says so)."""
     deadline = time.monotonic() + timeout_s
     for p in procs:
         p.join(max(0.0, deadline - time.monotonic()))
+        if p.is_alive():
+            p.kill()
+            p.join()
     return [p.exitcode for p in procs]
 
 
