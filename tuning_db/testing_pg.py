@@ -139,6 +139,22 @@ class PostgresServer:
                              autocommit=True) as conn:
             conn.execute(sql.encode())
 
+    def cpu_seconds(self) -> float:
+        """CPU time the server has used so far (Linux /proc), its exited backends included: the
+        postmaster reaps them, so their time is in its children's counters."""
+        postmaster = int((self.root / "data" / "postmaster.pid").read_text().split()[0])
+        ticks = 0
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()   # from field 3 (state) on
+            except OSError:
+                continue   # a process that ended while we looked
+            if int(stat.parent.name) == postmaster:
+                ticks += sum(int(f) for f in fields[11:15])          # utime, stime, cutime, cstime
+            elif int(fields[1]) == postmaster:
+                ticks += int(fields[11]) + int(fields[12])           # a live backend or helper
+        return ticks / os.sysconf("SC_CLK_TCK")
+
     def stop(self) -> None:
         """Stop the server at once (nothing here needs a clean shutdown) and delete its directory."""
         try:
