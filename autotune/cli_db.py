@@ -12,7 +12,8 @@ from .dtype import dtype_info
 from .target import Target
 
 _DB_OPTION = click.option("--db", default=None,
-                          help="Tuning database (path or URL); default $AUTOTUNE_DB or ./tuning.db")
+                          help="Tuning database: a SQLite file, or a URL such as postgresql://user@host/db "
+                          "(shared by many machines); default $AUTOTUNE_DB or ./tuning.db")
 _JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 
 

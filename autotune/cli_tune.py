@@ -257,7 +257,8 @@ def _tune_plan(path: str, trials: int, tuner: str, db: str | None, seed: int | N
 @click.option("--trials", default=64, show_default=True, type=click.IntRange(1, MAX_TRIALS))
 @click.option("--tuner", default="xgb", show_default=True, type=click.Choice(TUNERS))
 @click.option("--db", default=None,
-              help="Tuning database (path or SQLAlchemy URL); default $AUTOTUNE_DB or ./tuning.db")
+              help="Tuning database: a SQLite file, or a URL such as postgresql://user@host/db "
+                   "(shared by many machines); default $AUTOTUNE_DB or ./tuning.db")
 @click.option("--early-stopping", type=click.IntRange(1, MAX_TRIALS), default=None,
               help="Stop after N trials without improvement.")
 @click.option("--seed", type=click.IntRange(0, MAX_SEED), default=None)

@@ -1,4 +1,5 @@
-"""The tuning database (SQLite through SQLAlchemy); filled by the tuning engine.
+"""The tuning database (a SQLite file, or PostgreSQL for many machines, through SQLAlchemy);
+filled by the tuning engine.
 
 It stores JSON only (configs, costs) keyed by workload and target strings and knows nothing
 of the compiler. Open one with `TuningDB(path_or_url)`; read results come back as the frozen

@@ -1,10 +1,13 @@
 """`TuningDB`: opening a tuning database safely, and every query the tuner, runtime and CLI make.
 
-SQLite is the default store and the one several processes share: each connection gets WAL, a
+SQLite is the default store, shared by the processes of one machine: each connection gets WAL, a
 busy timeout, foreign keys and synchronous=NORMAL, and every write is one `BEGIN IMMEDIATE`
 transaction (a batch of records at a time), so concurrent writers queue instead of failing and a
-killed writer loses at most the batch it was writing. Reads get a session each, so threads may
-share one TuningDB. Any SQLAlchemy URL works; the SQLite specifics are then skipped.
+killed writer loses at most the batch it was writing. PostgreSQL (any SQLAlchemy URL, e.g.
+postgresql://user@host/db) is the store many machines share: the same one-transaction writes, run
+side by side, with claims made safe for that by `tuning_db.claims`. Either way the schema is made
+and upgraded by `tuning_db.migrate`. Reads get a session each, so threads may share one TuningDB,
+and never wait for a writer.
 """
 from __future__ import annotations
 
@@ -23,15 +26,15 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from .boundary import is_int, warn_skipped
+from .claims import release, take
 from .engine import WRITE_OPTION, check_file, in_memory, install_sqlite_hooks, locate, sqlite_file_engine, url_engine
 from .jsonl import export_records, import_lines, read_jsonl
+from .migrate import lock, migrate
 from .records import RUN_STATUSES, Record, RunInfo, TuningDBError, WorkloadSummary
 from .rekey import Rekey, rekey
 from .schema import (
     SCHEMA_VERSION,
-    UPGRADES,
     VERSION_TABLES,
-    ClaimRow,
     Meta,
     RecordRow,
     RunRow,
@@ -84,7 +87,8 @@ class TuningDB:
         if path is not None:
             check_file(path, readonly)
         try:
-            self._engine = sqlite_file_engine(path, readonly) if path is not None else url_engine(cast(URL, url))
+            self._engine = (sqlite_file_engine(path, readonly) if path is not None
+                            else url_engine(cast(URL, url), readonly))
         except (SQLAlchemyError, ImportError) as e:   # unknown dialect, driver not installed
             raise TuningDBError(f"cannot open tuning database {self.name}: {e}") from None
         self._sqlite = self._engine.dialect.name == "sqlite"
@@ -122,24 +126,20 @@ class TuningDB:
 
     def _open_schema(self) -> None:
         """Create the tables in a new database, else check it is a tuning database we can read,
-        upgrading an older version in place when opened for writing."""
+        upgrading an older version in place (tuning_db.migrate) when opened for writing."""
         if self.readonly:
             with self._engine.connect() as conn:
                 self._check_schema(conn, set(inspect(conn).get_table_names()))
             return
         with self._write.begin() as session:   # under the write lock: two creators cannot race
             conn = session.connection()
+            lock(conn)
             tables = set(inspect(conn).get_table_names())
-            if "meta" in tables or (tables and self.path is not None):
-                version = self._check_schema(conn, tables)
-                for step in range(version, SCHEMA_VERSION):
-                    UPGRADES[step](conn)
-                    conn.execute(update(Meta).where(Meta.key == "schema_version").values(value=str(step + 1)))
-                return
-            Meta.metadata.create_all(conn)
-            session.add_all([Meta(key="schema_version", value=str(SCHEMA_VERSION)),
-                             Meta(key="created_by", value=_library_version()),
-                             Meta(key="created_at", value=repr(time.time()))])
+            known = "meta" in tables or bool(tables and self.path is not None)
+            migrate(conn, tables, self._check_schema(conn, tables) if known else None, self.name)
+            if not known:
+                session.add_all([Meta(key="created_by", value=_library_version()),
+                                 Meta(key="created_at", value=repr(time.time()))])
 
     def _check_schema(self, conn: Any, tables: set[str]) -> int:
         """The schema version of a tuning database this library can read; TuningDBError otherwise."""
@@ -220,8 +220,7 @@ class TuningDB:
             if records:
                 rows = [record_row(r, run_id, run.workload_id, run.target_id) for r in records]
                 session.execute(insert(cast(Table, RecordRow.__table__)), rows)   # one executemany
-                session.execute(delete(ClaimRow).where(ClaimRow.run_id == run_id,
-                                                       ClaimRow.config_index.in_([r.config_index for r in records])))
+                release(session, run_id, [r.config_index for r in records])
 
     def claim(self, run_id: int, indices: Iterable[int], lease_s: float) -> list[int]:
         """Claim configs for `run_id` to measure, for `lease_s` seconds: returns those of `indices`
@@ -238,20 +237,7 @@ class TuningDB:
             run = session.get(RunRow, run_id)
             if run is None:
                 raise TuningDBError(f"{self.name}: no run {run_id}; start one with start_run")
-            same = (ClaimRow.workload_id == run.workload_id, ClaimRow.target_id == run.target_id)
-            session.execute(delete(ClaimRow).where(*same, ClaimRow.expires_at < now))
-            taken = set(session.scalars(select(ClaimRow.config_index).where(
-                *same, ClaimRow.run_id != run_id, ClaimRow.config_index.in_(indices))))
-            taken |= set(session.scalars(select(RecordRow.config_index).where(
-                RecordRow.workload_id == run.workload_id, RecordRow.target_id == run.target_id,
-                RecordRow.config_index.in_(indices))))
-            mine = [i for i in indices if i not in taken]
-            session.execute(delete(ClaimRow).where(*same, ClaimRow.config_index.in_(mine)))   # renew our own
-            if mine:
-                session.execute(insert(cast(Table, ClaimRow.__table__)), [
-                    {"workload_id": run.workload_id, "target_id": run.target_id, "config_index": i,
-                     "run_id": run_id, "expires_at": now + lease_s} for i in mine])
-            return mine
+            return take(session, run, indices, now, lease_s)
 
     def finish_run(self, run_id: int, trials_done: int, status: str = "finished") -> None:
         """Close a run with how many trials it measured and how it ended."""
@@ -262,7 +248,7 @@ class TuningDB:
                 trials_done=int(trials_done), status=status, ended_at=time.time()))).rowcount
             if changed == 0:
                 raise TuningDBError(f"{self.name}: no run {run_id} to finish")
-            session.execute(delete(ClaimRow).where(ClaimRow.run_id == run_id))   # what it did not measure is free again
+            release(session, run_id)   # what it did not measure is free again
 
     # -- reading -----------------------------------------------------------------------------
 

@@ -24,11 +24,13 @@ BUSY_TIMEOUT_S = 30.0
 DEFAULT_PATH = "./tuning.db"
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _EMPTY_POLLS, _EMPTY_POLL_S = 10, 0.05
+# libpq's URL schemes, which name no driver: the one autotune installs (SQLAlchemy would pick psycopg2)
+_DRIVERS = {"postgresql": "postgresql+psycopg", "postgres": "postgresql+psycopg"}
 WRITE_OPTION = "tuning_db_write"   # execution option that makes the begin hook take the write lock
 
 
 def locate(path_or_url: str | os.PathLike[str] | None) -> tuple[Path | None, URL | None]:
-    """A SQLite file path, or else a URL (another database, in-memory SQLite, a SQLite URI)."""
+    """A SQLite file path, or else a URL (PostgreSQL, another database, in-memory SQLite, a SQLite URI)."""
     raw = os.fspath(path_or_url) if path_or_url is not None else os.environ.get("AUTOTUNE_DB") or DEFAULT_PATH
     if "://" not in raw:
         return (None, make_url("sqlite://")) if raw == ":memory:" else (Path(raw), None)
@@ -36,6 +38,7 @@ def locate(path_or_url: str | os.PathLike[str] | None) -> tuple[Path | None, URL
         url = make_url(raw)
     except ArgumentError as e:
         raise TuningDBError(f"cannot open tuning database {raw!r}: {e}") from None
+    url = url.set(drivername=_DRIVERS.get(url.drivername, url.drivername))
     db = url.database or ""
     plain_file = db not in ("", ":memory:") and not url.query and not db.startswith("file:")
     if url.get_backend_name() == "sqlite" and plain_file:
@@ -162,7 +165,11 @@ def _readonly_uri(path: Path, base: str) -> str:
     return f"{base}?mode=ro&immutable=1"
 
 
-def url_engine(url: URL) -> Engine:
+def url_engine(url: URL, readonly: bool) -> Engine:
+    """An engine for a URL; PostgreSQL readers get READ ONLY transactions, which never wait on writers."""
+    if url.get_backend_name() == "postgresql":
+        return create_engine(url, pool_pre_ping=True, json_deserializer=tolerant_loads,
+                             execution_options={"postgresql_readonly": True} if readonly else {})
     if url.get_backend_name() != "sqlite":
         return create_engine(url, pool_pre_ping=True, json_deserializer=tolerant_loads)
     if in_memory(url):   # one shared connection, or each would be its own database

@@ -1,17 +1,19 @@
 """The tables of the tuning database (SQLAlchemy 2.x ORM), the schema version they make, and
 how a `Record` maps onto a row.
 
-Change a table or what a column may hold, bump SCHEMA_VERSION and add the step from the last
-version to UPGRADES: an older database is upgraded when a writer opens it (readers read it as it
-is), and a newer one is refused on open rather than misread. Every JSON column holds plain JSON
-(dicts, lists, numbers); nothing is pickled.
+Change a table or what a column may hold: add an Alembic revision in migrations/versions (the
+one schema history of SQLite and PostgreSQL databases, applied by `tuning_db.migrate` when a
+writer opens a database) and, if an older library must not read the result, bump SCHEMA_VERSION
+(kept in the meta table, which every autotune reads) in that revision: a newer database is then
+refused on open rather than misread, and readers read an older one as it is. Every JSON column
+holds plain JSON (dicts, lists, numbers); nothing is pickled.
 Times are float unix seconds, like the measurement timestamps they sit beside.
 """
 from __future__ import annotations
 
 from typing import Any, cast
 
-from sqlalchemy import JSON, BigInteger, Float, ForeignKey, Index, Integer, String, Table, Text, select
+from sqlalchemy import JSON, BigInteger, Float, ForeignKey, Index, Integer, String, Text, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
@@ -111,11 +113,9 @@ class ClaimRow(Base):
 
 
 TABLES = frozenset(Base.metadata.tables)
-# The tables each version has, and the step that brings it to the next version. Version 3 changes
-# no table: a workload's params may hold floats from it on, which version 2 refuses as invalid, so
-# the number keeps an older library from reading such workloads as if they were not there.
+# The tables each version has (for the damage check of a database opened as it is). Version 3
+# changes no table: see migrations/versions/v3_float_params.py.
 VERSION_TABLES = {1: TABLES - {"claims"}, 2: TABLES, 3: TABLES}
-UPGRADES = {1: lambda conn: cast(Table, ClaimRow.__table__).create(conn), 2: lambda conn: None}
 
 
 def record_row(record: Record, run_id: int, workload_id: int, target_id: int) -> dict[str, Any]:

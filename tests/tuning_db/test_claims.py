@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tuning_db import SCHEMA_VERSION, TuningDB
+from tuning_db.migrate import VERSION_TABLE
 
 sys.path.insert(0, str(Path(__file__).parent))   # the spawned children import their bodies from here
 import tuning_db_workers as workers  # noqa: E402
@@ -24,8 +25,8 @@ def start(db: TuningDB) -> int:
     return db.start_run(WORKLOAD, "matmul", PARAMS, "float32", TARGET, "random", 64, 1)
 
 
-def test_a_claimed_or_measured_config_is_not_handed_to_another_run(tmp_path):
-    db = TuningDB(tmp_path / "t.db")
+def test_a_claimed_or_measured_config_is_not_handed_to_another_run(location):
+    db = TuningDB(location)
     first, second = start(db), start(db)
     assert db.claim(first, [1, 2, 3, 3], lease_s=60) == [1, 2, 3]
     db.add_records(first, [record(1)])
@@ -35,8 +36,8 @@ def test_a_claimed_or_measured_config_is_not_handed_to_another_run(tmp_path):
     assert db.claim(second, [2, 3], lease_s=60) == [2, 3]
 
 
-def test_an_expired_claim_can_be_taken(tmp_path):
-    db = TuningDB(tmp_path / "t.db")
+def test_an_expired_claim_can_be_taken(location):
+    db = TuningDB(location)
     dead, alive = start(db), start(db)
     assert db.claim(dead, [7, 8], lease_s=0.2) == [7, 8]            # its claimer is killed: never finishes
     assert db.claim(alive, [7, 8], lease_s=60) == []
@@ -51,8 +52,8 @@ def test_a_lease_must_be_positive_finite_seconds(tmp_path, lease):
         db.claim(start(db), [1], lease_s=lease)
 
 
-def test_three_concurrent_tuners_never_measure_a_config_twice(tmp_path):
-    path = str(tmp_path / "t.db")
+def test_three_concurrent_tuners_never_measure_a_config_twice(location):
+    path = location
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(3)
     children = [ctx.Process(target=workers.tune_concurrently, args=(path, seed, 24, barrier)) for seed in range(3)]
@@ -68,9 +69,11 @@ def test_three_concurrent_tuners_never_measure_a_config_twice(tmp_path):
 
 
 def _as_version_1(path: Path) -> None:
-    """Turn a current database into one as autotune with schema version 1 wrote it (no claims)."""
+    """Turn a current database into one as autotune with schema version 1 wrote it (no claims, and
+    no Alembic version table: that autotune predates it)."""
     with sqlite3.connect(path) as raw:
         raw.execute("DROP TABLE claims")
+        raw.execute(f"DROP TABLE {VERSION_TABLE}")
         raw.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
     raw.close()
 

@@ -1,5 +1,6 @@
-"""TuningDB on real SQLite files: queries, JSONL exchange, compaction, and the failures users hit
-with TVM's logs (concurrent writers, killed writers, wrong or foreign files, readonly readers)."""
+"""TuningDB on real SQLite files and real PostgreSQL databases (the `location` fixture): queries,
+JSONL exchange, compaction, and the failures users hit with TVM's logs (concurrent writers, killed
+writers, wrong or foreign files, readonly readers)."""
 from __future__ import annotations
 
 import json
@@ -36,8 +37,8 @@ def without_run_id(records: list[Record]) -> list[tuple]:
 
 
 @pytest.fixture
-def db(tmp_path: Path):
-    database = TuningDB(tmp_path / "tuning.db")
+def db(location: str):
+    database = TuningDB(location)
     yield database
     database.close()
 
@@ -210,7 +211,7 @@ def test_compact_keeps_the_top_k_ok_records_and_every_run(db, tmp_path):
         ok.setdefault((r.workload_key, r.target_key), []).append(r)
     expected = {k: sorted(rs, key=lambda r: (r.cost, r.timestamp))[:3] for k, rs in ok.items()}
     total = len(db.records())
-    pages = sqlite3.connect(tmp_path / "tuning.db").execute("PRAGMA page_count").fetchone()[0]
+    pages = sqlite3.connect(db.path).execute("PRAGMA page_count").fetchone()[0] if db.path else None
 
     deleted = db.compact(top_k=3)
 
@@ -222,16 +223,18 @@ def test_compact_keeps_the_top_k_ok_records_and_every_run(db, tmp_path):
     assert db.runs() == runs
     assert {(s.key, s.target_key): s.best_cost for s in db.workloads()} == before
     assert db.compact(top_k=3) == 0
-    with sqlite3.connect(tmp_path / "tuning.db") as raw:
-        assert raw.execute("PRAGMA page_count").fetchone()[0] < pages   # VACUUM gave the space back
-        assert raw.execute("PRAGMA freelist_count").fetchone()[0] == 0
+    if db.path is not None:
+        with sqlite3.connect(db.path) as raw:
+            assert raw.execute("PRAGMA page_count").fetchone()[0] < pages   # VACUUM gave the space back
+            assert raw.execute("PRAGMA freelist_count").fetchone()[0] == 0
     with pytest.raises(ValueError, match="top_k"):
         db.compact(0)
 
 
 # -- opening: paths, readonly, foreign files, versions ----------------------------------------
 
-def test_sqlite_connections_use_wal_and_a_busy_timeout(db, tmp_path):
+def test_sqlite_connections_use_wal_and_a_busy_timeout(tmp_path):
+    db = TuningDB(tmp_path / "tuning.db")
     with db._engine.connect() as conn:
         pragma = lambda name: conn.exec_driver_sql(f"PRAGMA {name}").scalar()  # noqa: E731
         assert (pragma("journal_mode"), pragma("busy_timeout"), pragma("foreign_keys"), pragma("synchronous")) == (
@@ -245,6 +248,7 @@ def test_sqlite_connections_use_wal_and_a_busy_timeout(db, tmp_path):
             "EXPLAIN QUERY PLAN SELECT * FROM records WHERE workload_id = 1 AND target_id = 1 "
             "AND cost IS NOT NULL ORDER BY cost LIMIT 1"))
         assert "ix_records_best" in plan and "TEMP B-TREE" not in plan
+    db.close()
 
 
 def test_default_location_and_urls(tmp_path, monkeypatch):
@@ -261,14 +265,23 @@ def test_default_location_and_urls(tmp_path, monkeypatch):
         assert len(again.runs()) == 1
 
 
-def test_readonly_never_creates_and_never_writes(tmp_path, db):
+@pytest.mark.parametrize("scheme", ["postgresql", "postgres"])
+def test_libpq_style_urls_open_with_the_installed_driver(pg_url, scheme):
+    with TuningDB(pg_url.replace("postgresql+psycopg", scheme)) as via_libpq_url:
+        start(via_libpq_url)
+        assert via_libpq_url.name == pg_url   # what it says it opened
+    with TuningDB(pg_url, readonly=True) as again:
+        assert len(again.runs()) == 1
+
+
+def test_readonly_never_creates_and_never_writes(tmp_path, location, db):
     missing = tmp_path / "missing.db"
     with pytest.raises(TuningDBError, match="missing.db does not exist"):
         TuningDB(missing, readonly=True)
     assert not missing.exists()
     run_id = start(db)
     db.add_records(run_id, [record(1)])
-    reader = TuningDB(tmp_path / "tuning.db", readonly=True)
+    reader = TuningDB(location, readonly=True)
     assert reader.best(WORKLOAD, TARGET).config_index == 1
     db.add_records(run_id, [record(2, cost=1e-9)])   # the writer keeps writing while a reader is open
     assert reader.best(WORKLOAD, TARGET).config_index == 2
@@ -277,8 +290,8 @@ def test_readonly_never_creates_and_never_writes(tmp_path, db):
                   lambda: reader.import_jsonl(tmp_path / "x.jsonl")):
         with pytest.raises(TuningDBError, match="readonly"):
             write()
-    with reader._engine.connect() as conn:   # even around our checks, SQLite itself refuses
-        with pytest.raises(Exception, match="readonly"):
+    with reader._engine.connect() as conn:   # even around our checks, the database itself refuses
+        with pytest.raises(Exception, match="readonly|read-only"):
             conn.exec_driver_sql("DELETE FROM records")
     reader.close()
     assert len(db.records()) == 2
@@ -314,13 +327,13 @@ def test_a_file_that_is_not_a_tuning_database(tmp_path, make, message, readonly)
 
 
 @pytest.mark.parametrize("readonly", [False, True])
-def test_another_schema_version_is_refused(tmp_path, db, readonly):
+def test_another_schema_version_is_refused(location, db, readonly):
     start(db)
+    with db._engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE meta SET value = '7' WHERE key = 'schema_version'")
     db.close()
-    with sqlite3.connect(tmp_path / "tuning.db") as raw:
-        raw.execute("UPDATE meta SET value = '7' WHERE key = 'schema_version'")
     with pytest.raises(TuningDBError, match=f"schema version 7, but this library reads versions 1 to {SCHEMA_VERSION}"):
-        TuningDB(tmp_path / "tuning.db", readonly=readonly)
+        TuningDB(location, readonly=readonly)
 
 
 # -- concurrency -----------------------------------------------------------------------------
@@ -373,8 +386,8 @@ def test_readers_on_many_threads_while_writing(db):
     assert db.best(WORKLOAD, TARGET).config_index == 29
 
 
-def test_two_writer_processes_on_one_new_database(tmp_path):
-    path = str(tmp_path / "shared.db")   # neither finds it: both race to create it and the workload
+def test_two_writer_processes_on_one_new_database(location):
+    path = location   # neither finds it: both race to create its tables and the workload
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(2)
     procs = [ctx.Process(target=workers.write_batches, args=(path, offset, 20, 10, barrier))

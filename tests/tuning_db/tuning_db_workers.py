@@ -67,3 +67,54 @@ def tune_concurrently(path: str, seed: int, trials: int, barrier) -> None:
     task = autotune.create_task("matmul", M=33, N=20, K=17)
     barrier.wait()
     tune(task, trials=trials, tuner="grid", db=path, seed=seed, batch_size=4, measurer=SlowFakeMeasurer(0.02))
+
+
+SMALL = {"M": 7, "N": 5, "K": 3}   # a matmul whose whole space (324 configs) a fleet measures in seconds
+SHAPES = [SMALL, {"M": 12, "N": 10, "K": 9}, {"M": 33, "N": 20, "K": 17}]
+
+
+def short_lease_options(batch_size: int, lease_s: float):
+    """Measure options under which tune's claims last `lease_s` (the fake measurers ignore the rest)."""
+    from autotune.measure.types import MeasureOptions
+
+    per_config = lease_s / batch_size / 2
+    return MeasureOptions(build_timeout_s=per_config, run_timeout_s=per_config)
+
+
+def tune_shapes(url: str, seed: int, shapes: list[int], trials: int, barrier) -> None:
+    """A grid tuner on each of SHAPES[i] for i in `shapes`, in turn: siblings started together walk the
+    same configs in the same order, so every batch is contended."""
+    import autotune
+    from autotune.search.tune import tune
+
+    tasks = [autotune.create_task("matmul", **SHAPES[i]) for i in shapes]
+    barrier.wait()
+    for task in tasks:
+        tune(task, trials=trials, tuner="grid", db=url, seed=seed, batch_size=4, measurer=SlowFakeMeasurer(0.005))
+
+
+def tune_stuck(url: str, lease_s: float) -> None:
+    """A tuner that claims its first batch and then measures for far longer than its lease (it is killed)."""
+    import autotune
+    from autotune.search.tune import tune
+
+    task = autotune.create_task("matmul", **SMALL)
+    tune(task, trials=4, tuner="grid", db=url, batch_size=4, measurer=SlowFakeMeasurer(600),
+         measure_option=short_lease_options(4, lease_s))
+
+
+def tune_until_all_measured(url: str, seed: int, lease_s: float) -> None:
+    """Tune SMALL again and again until every config of it has a record: configs claimed by a tuner
+    that died are taken once its leases expire."""
+    import autotune
+    from autotune.search.tune import tune
+
+    task = autotune.create_task("matmul", **SMALL)
+    db = TuningDB(url)
+    size = len(task.config_space)
+    while len(db.measured_indices(task.workload_key, task.target_key)) < size:
+        result = tune(task, trials=size, tuner="grid", db=db, seed=seed, batch_size=4,
+                      measurer=SlowFakeMeasurer(0.002), measure_option=short_lease_options(4, lease_s))
+        if not result.history:
+            time.sleep(0.2)   # what is left is claimed: wait for those leases to be released or expire
+    db.close()
