@@ -1,4 +1,5 @@
-"""The graph runtime: a `CompiledModel` runs a Graph node by node on autotune's kernels.
+"""The graph runtime: a `CompiledModel` runs a Graph node by node on autotune's kernels
+(`compile_model` first fuses the graph: then each kernel node is one fusion group).
 
 Compiling does all the work a call need not repeat: every kernel is loaded once with
 `autotune.load` (its provenance kept: tuned, nearest or default), the buffer plan is laid out in
@@ -41,15 +42,21 @@ class _Step:
 
 
 def compile_model(graph_or_path: Any, db: Any = None, target: str = "llvm",
-                  shapes: Mapping[str, tuple[int, ...]] | None = None) -> CompiledModel:
+                  shapes: Mapping[str, tuple[int, ...]] | None = None, fuse: bool = True) -> CompiledModel:
     """A model ready to run: a Graph is compiled as it is; a path, ONNX ModelProto or bytes goes
-    through `autotune.frontend.onnx.load(model, shapes=shapes)` first."""
+    through `autotune.frontend.onnx.load(model, shapes=shapes)` first. With `fuse` (the default)
+    the nodes run as fusion groups, one kernel each (`autotune.graph.fused_graph`)."""
     if isinstance(graph_or_path, Graph):
         graph = graph_or_path
         _check_shapes(graph, shapes or {})
     else:
         graph = onnx_frontend().load(graph_or_path, shapes=shapes)
-    return CompiledModel(graph, db=db, target=target)
+    if not fuse:
+        return CompiledModel(graph, db=db, target=target)
+    from .fused_graph import fuse as fuse_graph
+
+    fusion = fuse_graph(graph)
+    return CompiledModel(fusion.graph, db=db, target=target, groups=fusion.groups)
 
 
 def onnx_frontend() -> Any:
@@ -72,9 +79,10 @@ class CompiledModel:
     arrays each call. Inputs: numpy arrays or anything with `__dlpack__` / `__array_interface__`,
     read in place when C-contiguous. One call at a time per model (they share the arena)."""
 
-    def __init__(self, graph: Graph, db: Any = None, target: str = "llvm") -> None:
+    def __init__(self, graph: Graph, db: Any = None, target: str = "llvm", groups: list[Any] | None = None) -> None:
         graph.validate()
         self.graph = graph
+        self.groups = groups          # the fusion groups the graph's kernel nodes run, if fused
         self.target = target
         self.plan: Plan = plan_buffers(graph)
         self.kernels, self.load_warnings = _load_kernels(graph, target, db)
@@ -127,7 +135,10 @@ class CompiledModel:
         return {"graph": self.graph.name, "nodes": len(self.graph.nodes), "kernel_nodes": len(self.kernels),
                 "view_nodes": len(self.graph.nodes) - len(self.kernels),
                 "provenance": {p: provenance.get(p, 0) for p in ("tuned", "nearest", "default")},
-                "kernels": list(kernels.values()), "memory": self._memory(), "warnings": len(self.load_warnings)}
+                "kernels": list(kernels.values()), "memory": self._memory(), "warnings": len(self.load_warnings),
+                "groups": None if self.groups is None else [
+                    {"nodes": list(g.nodes), "ops": list(g.ops), "kernel": g.kernel.op, "how": g.how}
+                    for g in self.groups]}
 
     def _memory(self) -> dict[str, int]:
         p, g = self.plan, self.graph
