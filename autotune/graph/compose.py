@@ -58,22 +58,28 @@ COMPUTES: dict[str, Compute] = {
 
 
 def reshape(x: Tensor, shape: tuple[int, ...], name: str = "view") -> Tensor:
-    """x read in row-major order as `shape` (a view node: the same elements, another shape)."""
+    """x read in row-major order as `shape` (a view node: the same elements, another shape).
+    Trailing axes the two shapes share map one to one (a vector loop along them stays a
+    contiguous load); only the leading ones are flattened and split again."""
+    if math.prod(shape) != math.prod(x.shape):
+        raise ValueError(f"reshape of {x.name}{list(x.shape)} to {list(shape)} changes the element count")
     if tuple(x.shape) == tuple(shape):
         return x
+    k = 0
+    while k < min(len(shape), x.ndim) - 1 and shape[-1 - k] == x.shape[-1 - k]:
+        k += 1
+    lead_out, lead_in = shape[:len(shape) - k], x.shape[:x.ndim - k]
 
     def body(*idx: Any) -> Expr:
         flat: Any = None
-        for i, n in zip(idx, shape):
+        for i, n in zip(idx, lead_out):
             flat = i if flat is None else flat * n + i
         out = []
-        for n in reversed(x.shape):
+        for n in reversed(lead_in):
             out.append(flat % n if n > 1 else 0)
             flat = flat // n
-        return x[tuple(reversed(out))]
+        return x[(*reversed(out), *idx[len(lead_out):])]
 
-    if math.prod(shape) != math.prod(x.shape):
-        raise ValueError(f"reshape of {x.name}{list(x.shape)} to {list(shape)} changes the element count")
     return te.compute(tuple(shape), body, name=name)
 
 

@@ -10,10 +10,10 @@ its nodes one by one, and `Fusion.groups` says why.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from .fused_task import Kernel, NotPointwise, lower_group
+from .fused_task import GroupKernel, NotPointwise, lower_group
 from .fusion import partition
 from .ir import Graph, Node
 
@@ -41,7 +41,9 @@ class Fusion:
 
 
 def fuse(graph: Graph) -> Fusion:
-    """The fused graph of a validated graph and its groups, in the order they run."""
+    """The fused graph of a validated graph and its groups, in the order they run. Nodes no
+    output depends on are dropped first: a group must not compute what nothing reads."""
+    graph = _live(graph)
     groups: list[FusedGroup] = []
     kernels: list[Node] = []
     added: dict[str, Any] = {}
@@ -56,14 +58,27 @@ def fuse(graph: Graph) -> Fusion:
     return Fusion(_rebuild(graph, kernels, added), groups)
 
 
-def _lower(graph: Graph, members: list[int], nodes: list[Node]) -> list[tuple[FusedGroup, Kernel]]:
+def _live(graph: Graph) -> Graph:
+    """The graph without the nodes whose outputs no graph output depends on."""
+    needed = {v.name for v in graph.outputs}
+    keep = []
+    for n in reversed(graph.nodes):
+        if needed.intersection(n.outputs):
+            keep.append(n)
+            needed.update(n.inputs)
+    if len(keep) == len(graph.nodes):
+        return graph
+    return replace(graph, nodes=keep[::-1])
+
+
+def _lower(graph: Graph, members: list[int], nodes: list[Node]) -> list[tuple[FusedGroup, GroupKernel]]:
     if len(nodes) == 1:
-        return [(FusedGroup((nodes[0].name,), (nodes[0].op,), nodes[0], "single"), Kernel(nodes[0], "single"))]
+        return [(FusedGroup((nodes[0].name,), (nodes[0].op,), nodes[0], "single"), GroupKernel(nodes[0], "single"))]
     try:
         kernel = lower_group(graph, nodes)
     except (NotPointwise, ValueError) as e:
         why = f"unfused: {e}".splitlines()[0]
-        return [(FusedGroup((n.name,), (n.op,), n, why), Kernel(n, why)) for n in nodes]
+        return [(FusedGroup((n.name,), (n.op,), n, why), GroupKernel(n, why)) for n in nodes]
     names = [graph.nodes[i].name for i in sorted({*members, *_inner_views(graph, nodes)})]
     return [(FusedGroup(tuple(dict.fromkeys(names)), tuple(n.op for n in nodes), kernel.node, kernel.how), kernel)]
 

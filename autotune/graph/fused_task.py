@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -25,23 +25,25 @@ import numpy as np
 from .. import te
 from ..schedules.cpu.conv2d import conv2d_nchw_schedule, nchw_geometry
 from ..schedules.cpu.matmul import _matmul_body
+from ..schedules.cpu.nn import _row_knobs, schedule_row_stages
 from ..schedules.from_te import create_task_from_te, fingerprint
 from ..schedules.task import template
 from ..te.evaluate import evaluate_te
 from ..te.expr import Expr, TensorLoad
-from ..te.tensor import Tensor
+from ..te.tensor import ComputeOp, Tensor
 from ..te.traversal import transform
-from ..topi import conv as topi_conv
+from ..topi import conv as topi_conv, nn
 from .compose import COMPUTES, NotPointwise, inline_at, reshape
 from .ir import Graph, Node, Value
 
 
 @dataclass(frozen=True)
-class Kernel:
-    """What a group became: `node` (runs it: a template op and its parameters), `views` (view
-    nodes after it, back to the group's output shape), new constants (folded weights) with
-    their values, and `how`: "template" (an existing fused template), "anchor" (an anchor's
-    schedule with the group as epilogue) or "te" (create_task_from_te)."""
+class GroupKernel:
+    """What a group became: `node` (runs it: a template op and its parameters), `how`:
+    "template" (an existing fused template), "anchor" (an anchor's schedule with the group as
+    epilogue) or "te" (create_task_from_te); `views` (view nodes after it, back to the group's
+    output shape), new constants (folded weights) with their arrays, and new `values` (the
+    kernel's own output when a view follows it)."""
 
     node: Node
     how: str
@@ -55,7 +57,7 @@ class _Composer:
     (`inputs`: their names, in first-use order), shared by every composition of one group."""
 
     def __init__(self, graph: Graph, members: list[Node], values: dict[str, Value]) -> None:
-        self.graph, self.values = graph, values
+        self.values = values
         self.produced = {n.outputs[0] for n in members}
         self.views = {n.outputs[0]: n for n in graph.nodes if n.is_view}
         self.inputs: list[str] = []
@@ -73,36 +75,41 @@ class _Composer:
             name = self.views[name].inputs[0]
         return name in self.produced
 
+    def tensor(self, name: str, env: dict[str, Tensor], reader: Node,
+               adapt: Callable[[str, Tensor, Node], Tensor] | None = None,
+               view: Callable[[str, Tensor], Tensor] | None = None) -> Tensor:
+        """Value `name` as `reader` reads it: composed already, a view inside the group (by
+        default a reshape; `view(value, tensor)` maps it into the composition's domain), or an
+        outside value (a placeholder, mapped into the domain by `adapt(value, tensor, reader)`)."""
+        if name in env:
+            return env[name]
+        if self.internal(name):
+            src = self.tensor(self.views[name].inputs[0], env, reader, adapt, view)
+            env[name] = view(name, src) if view else reshape(src, self.values[name].shape)
+            return env[name]
+        t = self.external(name)
+        return adapt(name, t, reader) if adapt else t
+
     def run(self, members: list[Node], env: dict[str, Tensor],
             adapt: Callable[[str, Tensor, Node], Tensor] | None = None,
             view: Callable[[str, Tensor], Tensor] | None = None) -> Tensor:
-        """The last member's tensor; `adapt(value, tensor, reader)` maps an external operand and
-        `view(value, tensor)` a view inside the group into the composition's domain (the
-        matmul's 2-d one); by default a view is a reshape."""
-        def tensor(name: str, reader: Node) -> Tensor:
-            if name in env:
-                return env[name]
-            if self.internal(name):
-                src = tensor(self.views[name].inputs[0], reader)
-                env[name] = view(name, src) if view else reshape(src, self.values[name].shape)
-                return env[name]
-            t = self.external(name)
-            return adapt(name, t, reader) if adapt else t
-
+        """The last member's tensor, each member's compute applied to its inputs (`tensor`)."""
         for n in members:
             if n.op not in COMPUTES:
                 raise NotPointwise(f"{n.op} has no te compute to compose")
-            env[n.outputs[0]] = COMPUTES[n.op](n, [tensor(v, n) for v in n.inputs])
+            env[n.outputs[0]] = COMPUTES[n.op](n, [self.tensor(v, env, n, adapt, view) for v in n.inputs])
         return env[members[-1].outputs[0]]
 
 
-def lower_group(graph: Graph, members: list[Node]) -> Kernel:
+def lower_group(graph: Graph, members: list[Node]) -> GroupKernel:
     """The kernel of one group of two or more nodes; NotPointwise or ValueError when the group
     cannot be one computation (the caller then runs its nodes one by one)."""
     if members[0].op in ("conv2d", "conv2d_grouped"):
         return _conv_group(graph, members)
     if members[0].op == "matmul":
         return _matmul_group(graph, members)
+    if members[-1].op in ROW_OPS:
+        return _row_group(graph, members)
     comp = _Composer(graph, members, graph.values)
     out = comp.run(members, {})
     ins = [comp.placeholders[n] for n in comp.inputs]
@@ -110,7 +117,51 @@ def lower_group(graph: Graph, members: list[Node]) -> Kernel:
     task = create_task_from_te(out, ins, name)
     node = Node(_label(members), name, tuple(comp.inputs), (members[-1].outputs[0],),
                 {"fingerprint": task.params["fingerprint"]}, out.dtype)
-    return Kernel(node, "te")
+    return GroupKernel(node, "te")
+
+
+ROW_OPS: dict[str, Callable[..., Tensor]] = {"softmax": nn.softmax, "log_softmax": nn.log_softmax,
+           "layer_norm": lambda x, g, b, eps, lanes: nn.layer_norm(x, g, b, eps, lanes=lanes),
+           "rms_norm": lambda x, g, eps, lanes: nn.rms_norm(x, g, eps, lanes=lanes)}
+
+
+def _row_group(graph: Graph, members: list[Node]) -> GroupKernel:
+    """Pointwise nodes before a row op (softmax, layer_norm...) under the row op's own schedule:
+    its knobs and lane partials, statistics at the row loop, the prologue inlined into the loads."""
+    red = members[-1]
+    M, N, dtype = red.params["M"], red.params["N"], red.dtype
+    comp = _Composer(graph, members, graph.values)
+
+    def compose(lanes: int) -> tuple[Tensor, list[Tensor]]:
+        env: dict[str, Tensor] = {}
+        comp.run(members[:-1], env)
+        xs = [comp.tensor(v, env, red) for v in red.inputs]
+        params = [red.params[k] for k in ("eps",) if k in red.params]
+        out = ROW_OPS[red.op](*xs, *params, lanes=lanes)
+        return out, list(env.values())
+
+    def build(cfg: Any) -> Any:
+        _row_knobs(cfg, M, N, dtype)
+        out, prologue = compose(cfg["lanes"].val)
+        s = te.create_schedule(out.op)
+        for t in prologue:
+            if isinstance(t.op, ComputeOp):
+                s[t].compute_inline()
+        i, j = out.op.axis
+        schedule_row_stages(s, out, i, cfg["tile_j"].size[-1])
+        _, ji = cfg["tile_j"].apply(s, out, j)
+        s[out].vectorize(ji)
+        if cfg["parallel"].val:
+            s[out].parallel(i)
+        return s, [*ins, out]
+
+    ref = compose(1)[0]
+    ins = [comp.placeholders[n] for n in comp.inputs]
+    fp = fingerprint([ref], ins)
+    name = _task_name(members, fp)
+    _register(name, fp, build, [ref], ins, f"{red.op} + prologue")
+    return GroupKernel(Node(_label(members), name, tuple(comp.inputs), (red.outputs[0],), {"fingerprint": fp}, dtype),
+                       "anchor")
 
 
 def _task_name(members: list[Node], fp: int) -> str:
@@ -153,7 +204,7 @@ def _conv_params(conv: Node) -> dict[str, Any]:
     return {"dilation": 1, "groups": 1, **conv.params}
 
 
-def _conv_group(graph: Graph, members: list[Node]) -> Kernel:
+def _conv_group(graph: Graph, members: list[Node]) -> GroupKernel:
     conv, rest = members[0], members[1:]
     folded = _fold(graph, conv, rest[0]) if rest[0].op == "batch_norm" else None
     values = dict(graph.values) | {v.name: v for v, _ in folded or ()}
@@ -171,23 +222,29 @@ def _conv_group(graph: Graph, members: list[Node]) -> Kernel:
     inputs = (conv.inputs[0], w, *comp.inputs)
     if folded and [n.op for n in rest] in ([], ["relu"]):
         op = "conv2d_bias_relu" if rest else "conv2d_bn"
-        return Kernel(Node(_label(members), op, inputs, (members[-1].outputs[0],), params, conv.dtype),
+        return GroupKernel(Node(_label(members), op, inputs, (members[-1].outputs[0],), params, conv.dtype),
                       "template", constants=folded)
     extra = [comp.placeholders[n] for n in comp.inputs]
-    epilogue = _pointwise_epilogue(out, Y)
-    p = params
+    node = _conv_anchor(members, params, values[w].shape, _pointwise_epilogue(out, Y), extra)
+    return GroupKernel(replace(node, inputs=inputs), "anchor", constants=folded or ())
+
+
+def _conv_anchor(members: list[Node], p: dict[str, Any], w_shape: tuple[int, ...],
+                 epilogue: Callable[[Expr, tuple[Expr, ...]], Expr], extra: list[Tensor]) -> Node:
+    """The node of a conv template with this epilogue (registered under the group's name); its
+    inputs are X, W, then `extra`'s values, which the caller names."""
+    dtype = members[0].dtype
     g = nchw_geometry("fused conv", p["N"], p["C"], p["H"], p["W"], p["F"], p["KH"], p["KW"], p["stride"],
                       p["padding"], p["dilation"], p["groups"])
-    X = te.placeholder((p["N"], p["C"], p["H"], p["W"]), conv.dtype, name="X")
-    Wt = te.placeholder(values[w].shape, conv.dtype, name="W")
-    _, Yc = topi_conv.conv2d_nchw(X, Wt, g.stride, (*g.pad_before, *g.pad_after), g.dilation, g.groups)
-    ref = topi_conv.apply_epilogue(Yc, epilogue)
+    X = te.placeholder((p["N"], p["C"], p["H"], p["W"]), dtype, name="X")
+    Wt = te.placeholder(w_shape, dtype, name="W")
+    _, Y = topi_conv.conv2d_nchw(X, Wt, g.stride, (*g.pad_before, *g.pad_after), g.dilation, g.groups)
+    ref = topi_conv.apply_epilogue(Y, epilogue)
     fp = fingerprint([ref], [X, Wt, *extra])
     name = _task_name(members, fp)
-    _register(name, fp, lambda cfg: conv2d_nchw_schedule(cfg, g, p["N"], conv.dtype, epilogue, extra),
+    _register(name, fp, lambda cfg: conv2d_nchw_schedule(cfg, g, p["N"], dtype, epilogue, extra),
               [ref], [X, Wt, *extra], "conv2d + epilogue")
-    node = Node(_label(members), name, inputs, (members[-1].outputs[0],), {"fingerprint": fp}, conv.dtype)
-    return Kernel(node, "anchor", constants=folded or ())
+    return Node(_label(members), name, (), (members[-1].outputs[0],), {"fingerprint": fp}, dtype)
 
 
 def _pointwise_epilogue(out: Tensor, Y: Tensor) -> Callable[[Expr, tuple[Expr, ...]], Expr]:
@@ -211,7 +268,7 @@ def _pointwise_epilogue(out: Tensor, Y: Tensor) -> Callable[[Expr, tuple[Expr, .
     return epilogue
 
 
-def _matmul_group(graph: Graph, members: list[Node]) -> Kernel:
+def _matmul_group(graph: Graph, members: list[Node]) -> GroupKernel:
     mm, rest = members[0], members[1:]
     M, N, K = mm.params["M"], mm.params["N"], mm.params["K"]
     comp = _Composer(graph, members, graph.values)
@@ -253,6 +310,6 @@ def _matmul_group(graph: Graph, members: list[Node]) -> Kernel:
     node = Node(_label(members), name, (*mm.inputs, *comp.inputs), (out,), {"fingerprint": fp}, mm.dtype)
     back = () if out == last.name else (Node(f"{node.name}/view", "view", (out,), (last.name,)),)
     new = () if out == last.name else (Value(out, (M, N), mm.dtype),)
-    return Kernel(node, "anchor", views=back, values=new)
+    return GroupKernel(node, "anchor", views=back, values=new)
 
 

@@ -18,7 +18,6 @@ the rules see through them.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from .ir import Graph, Node
@@ -168,16 +167,3 @@ def _escapes(graph: Graph, uses: _Uses, groups: list[Group], owner: dict[int, in
                 cut.add(i)
     return cut
 
-
-def member_views(graph: Graph, members: Iterable[int]) -> list[int]:
-    """The view nodes inside a group: views of its values read by its own nodes only."""
-    inside = set(members)
-    uses = _Uses(graph)
-    produced = {graph.nodes[i].outputs[0] for i in inside}
-    views = []
-    for j, n in enumerate(graph.nodes):
-        if n.is_view and uses.of(n.inputs[0]) in produced and uses.of(n.inputs[0]) not in uses.outputs:
-            readers = [k for k, m in enumerate(graph.nodes) if not m.is_view and n.outputs[0] in m.inputs]
-            if readers and all(k in inside for k in readers):
-                views.append(j)
-    return views

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 
 from autotune.graph import compile_model
 from autotune.graph.fused_graph import fuse
@@ -100,7 +100,7 @@ def test_a_bert_feed_forward_gives_dense_bias_gelu_and_add_layer_norm_kernels():
     fusion = fuse(frontend.load(model))
     gelu = {"gelu_div", "gelu_erf", "gelu_add", "gelu_mul", "gelu_half"}
     assert group_sets(fusion) == [({"mm1", "bias_add1"} | gelu, "anchor"), ({"mm2", "bias_add2"}, "anchor"),
-                                  ({"residual", "ln"}, "te")]
+                                  ({"residual", "ln"}, "anchor")]
     check_against_ort(model, compile_model(model))
 
 
@@ -165,12 +165,13 @@ def test_every_partition_covers_each_node_once_and_runs_after_what_it_reads(dag)
     g = elementwise_graph(*dag)
     groups = partition(g)
     assert sorted(i for grp in groups for i in grp) == list(range(len(g.nodes)))
-    fused = fuse(g).graph                            # validate() checks the order and every value
-    assert len([n for n in fused.nodes if not n.is_view]) == len(groups)
+    fusion = fuse(g)                                 # validate() checks the order and every value
+    assert len([n for n in fusion.graph.nodes if not n.is_view]) == len(fusion.groups) <= len(groups)
 
 
 @settings(max_examples=8, deadline=None)
 @given(dags())
+@example(([(0,), (0,), (1, 2), (1,)], 1))           # nodes 1 and 2 are dead: fusion drops them
 def test_fused_random_dags_compute_what_numpy_does(dag):
     edges, n_outputs = dag
     m = compile_model(elementwise_graph(edges, n_outputs))
