@@ -138,9 +138,9 @@ def inspect(model_path: str, shapes: tuple[str, ...], fuse: bool, db: str | None
         ops.add_row(op, str(count))
     console.print(ops)
     if "groups" in report:
-        groups = Table("group", "ops", "how", "task")
+        groups = Table("group", "ops", "how", "task", "nodes")
         for i, g in enumerate(report["groups"]):
-            groups.add_row(str(i), "+".join(g["ops"]), g["how"], g["task"])
+            groups.add_row(str(i), "+".join(g["ops"]), g["how"], g["task"], ", ".join(g["nodes"]))
         console.print(groups)
     kernels = Table("kernel", "nodes", "provenance")
     for k in report["kernels"]:
