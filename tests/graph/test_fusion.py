@@ -149,6 +149,22 @@ def test_a_layout_change_is_a_boundary():
     np.testing.assert_allclose(compile_model(g)(xv)[0], np.exp(np.maximum(xv, 0).T), rtol=1e-5)
 
 
+def test_a_group_that_cannot_be_one_computation_runs_its_nodes_one_by_one():
+    b = GraphBuilder()
+    x = b.input("x", (4, 5))
+    p = b.node("pad", (x,), (4, 7), shape=(4, 5), pad_before=(0, 1), pad_after=(0, 1), value=0.5)
+    y = b.node("relu", (p,), (4, 7), shape=(4, 7))
+    g = b.build(y)
+    assert partition(g) == [[0, 1]]                 # an injective op takes a pointwise epilogue...
+    fusion = fuse(g)                                # ...but pad has no te compute to compose here
+    assert [(grp.ops, grp.how.split(":")[0]) for grp in fusion.groups] == [(("pad",), "unfused"),
+                                                                          (("relu",), "unfused")]
+    assert "pad has no te compute" in fusion.groups[0].how
+    xv = rand(4, 5)
+    want = np.maximum(np.pad(xv, ((0, 0), (1, 1)), constant_values=0.5), 0)
+    np.testing.assert_array_equal(compile_model(g)(xv)[0], want)
+
+
 def test_pattern_kinds_come_from_one_table():
     def node(op, outputs=1):
         return Node("n", op, ("a",), tuple(f"o{i}" for i in range(outputs)))
