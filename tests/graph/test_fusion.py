@@ -104,6 +104,27 @@ def test_a_bert_feed_forward_gives_dense_bias_gelu_and_add_layer_norm_kernels():
     check_against_ort(model, compile_model(model))
 
 
+def test_fused_tasks_are_tuned_into_the_database_and_their_names_are_stable(env):
+    import subprocess
+
+    import autotune
+    from autotune import runtime
+
+    model = bert_ffn()
+    fusion = fuse(frontend.load(model))
+    ln = fusion.groups[-1].kernel                    # residual add + layer norm, under layer_norm's schedule
+    db = str(env / "fused.db")
+    autotune.tune(autotune.create_task(ln.op, **ln.params), trials=3, db=db, tuner="random", seed=1)
+    runtime.clear_caches()
+    s = compile_model(model, db=db).summary()
+    assert [k["provenance"] for k in s["kernels"] if k["op"] == ln.op] == ["tuned"]
+    code = ("import sys; sys.path.insert(0, 'tests/graph'); from test_fusion import bert_ffn, fuse, frontend; "
+            "print([g.kernel.op for g in fuse(frontend.load(bert_ffn())).groups])")
+    root = Path(__file__).resolve().parents[2]
+    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, check=True)
+    assert other.stdout.strip() == repr([g.kernel.op for g in fusion.groups])   # the records' keys: same process or not
+
+
 def test_identical_groups_are_one_task_weighted_by_their_count():
     b = GraphBuilder("twice")
     x = b.input("x", (4, 6))
