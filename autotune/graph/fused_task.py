@@ -9,8 +9,12 @@ at the output's index, as TVM schedules a fused group by its anchor op:
   tile); a batch norm right after it is folded into its weights and a bias at compile time
   (constants); conv + bias [+ relu] is the `conv2d_bn` / `conv2d_bias_relu` template;
 - a matmul: `matmul`'s schedule with the epilogue on its register tile, computed in the
-  (M, N) domain of the product (views that keep the last axis are free there).
-Each anchor group registers a template named by what it computes and a fingerprint (as
+  (M, N) domain of the product (views that keep the last axis are free there);
+- a row op (softmax, log_softmax, layer_norm, rms_norm) after a pointwise prologue: the row
+  op's knobs and row schedule, the prologue inlined into its loads (the generic row reduction
+  ran such groups about 4x slower than the unfused kernels).
+The anchors' schedule bodies are the templates' own (`_matmul_body`, `_row_knobs`), imported
+rather than copied. Each anchor group registers a template named by what it computes and a fingerprint (as
 `create_task_from_te` does), so identical groups are one task and the database keys its records.
 """
 from __future__ import annotations
