@@ -76,24 +76,32 @@ def load_graph(path: str, shapes: dict[str, tuple[int, ...]]) -> Any:
     return frontend.load(path, shapes=shapes or None)
 
 
-def inspect_graph(graph: Any, db: Any = None, target: str = "llvm") -> dict[str, Any]:
+def inspect_graph(graph: Any, db: Any = None, target: str = "llvm", fuse: bool = True) -> dict[str, Any]:
     """The graph's inputs, outputs, op counts, and each distinct kernel it needs with the number of
-    nodes using it and the provenance `autotune.load` would give it (nothing is compiled). The
-    kernels are those `compile_model` runs (after its compile-time passes)."""
+    kernel nodes using it (its weight) and the provenance `autotune.load` would give it (nothing is
+    compiled). The kernels are those `compile_model` runs, after its compile-time passes (weights
+    pre-packed, and with `fuse` the fusion groups'); `groups` lists each group: its source nodes
+    and ops, how it was fused, and the task it became."""
     from .graph.executor import prepare_graph
     from .runtime import lookup
 
-    graph = prepare_graph(graph, target, db)
+    ops = dict(graph.op_counts().most_common())
+    graph, groups = prepare_graph(graph, target, db, fuse=fuse)
     uses = Counter((n.op, repr(sorted(n.params.items())), n.dtype) for n in graph.nodes if not n.is_view)
-    kernels = []
+    kernels, keys = [], {}
     for op, params, dtype in graph.kernels():
         task, provenance = lookup(op, target=target, db=db, dtype=dtype, **params)
+        keys[(op, repr(sorted(params.items())))] = task.workload_key
         kernels.append({"op": op, "params": params, "dtype": dtype, "workload": task.workload_key,
                         "nodes": uses[(op, repr(sorted(params.items())), dtype)], "provenance": provenance})
     kinds = Counter(k["provenance"].split(":", 1)[0] for k in kernels)
-    return {"graph": graph.name, "inputs": [_sig(v) for v in graph.inputs], "outputs": [_sig(v) for v in graph.outputs],
-            "ops": dict(graph.op_counts().most_common()), "kernels": kernels,
-            "provenance": {p: kinds.get(p, 0) for p in ("tuned", "nearest", "default")}}
+    report = {"graph": graph.name, "inputs": [_sig(v) for v in graph.inputs],
+              "outputs": [_sig(v) for v in graph.outputs], "ops": ops, "kernels": kernels,
+              "provenance": {p: kinds.get(p, 0) for p in ("tuned", "nearest", "default")}}
+    if groups is not None:
+        report["groups"] = [{"nodes": list(g.nodes), "ops": list(g.ops), "how": g.how,
+                             "task": keys[(g.kernel.op, repr(sorted(g.kernel.params.items())))]} for g in groups]
+    return report
 
 
 def _sig(v: Any) -> dict[str, Any]:
@@ -104,13 +112,16 @@ def _sig(v: Any) -> dict[str, Any]:
 @click.argument("model_path", metavar="MODEL")
 @click.option("--shapes", multiple=True,
               help="Bind an input's unknown dims: NAME=1x3x224x224 (repeat or comma-separate).")
+@click.option("--fuse/--no-fuse", default=True, show_default=True,
+              help="Group the nodes into fused kernels, as `compile_model` runs them.")
 @_DB_OPTION
 @_TARGET_OPTION
 @_JSON_OPTION
-def inspect(model_path: str, shapes: tuple[str, ...], db: str | None, target: str, as_json: bool) -> None:
-    """The model's ops, the kernels it needs with their shapes, and which the database has tuned."""
+def inspect(model_path: str, shapes: tuple[str, ...], fuse: bool, db: str | None, target: str, as_json: bool) -> None:
+    """The model's ops, its fusion groups, the kernels it needs with their shapes, and which the
+    database has tuned."""
     bound = parse_shapes(shapes)
-    report = inspect_graph(load_graph(model_path, bound), db=db, target=target)
+    report = inspect_graph(load_graph(model_path, bound), db=db, target=target, fuse=fuse)
     if as_json:
         return emit_json(report)
     from rich.console import Console
@@ -123,6 +134,11 @@ def inspect(model_path: str, shapes: tuple[str, ...], db: str | None, target: st
     for op, count in report["ops"].items():
         ops.add_row(op, str(count))
     console.print(ops)
+    if "groups" in report:
+        groups = Table("group", "ops", "how", "task", "nodes")
+        for i, g in enumerate(report["groups"]):
+            groups.add_row(str(i), "+".join(g["ops"]), g["how"], g["task"], ", ".join(g["nodes"]))
+        console.print(groups)
     kernels = Table("kernel", "nodes", "provenance")
     for k in report["kernels"]:
         kernels.add_row(k["workload"], str(k["nodes"]), k["provenance"])
@@ -142,10 +158,10 @@ def inspect(model_path: str, shapes: tuple[str, ...], db: str | None, target: st
 @_JSON_OPTION
 def run(model_path: str, inputs: tuple[str, ...], repeat: int, db: str | None, target: str, as_json: bool) -> None:
     """Run the model on the given inputs: print its outputs and the latency (median and min)."""
-    from .graph.executor import CompiledModel
+    from .graph.executor import compile_model
 
     feeds = parse_inputs(inputs)
-    m = CompiledModel(load_graph(model_path, {k: tuple(a.shape) for k, a in feeds.items()}), db=db, target=target)
+    m = compile_model(load_graph(model_path, {k: tuple(a.shape) for k, a in feeds.items()}), db=db, target=target)
     outputs = m.run(feeds)
     times = []
     for _ in range(repeat):

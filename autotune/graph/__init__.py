@@ -1,6 +1,8 @@
-"""The model layer: a dataflow graph of autotune ops (`ir`), what frontends produce; its buffer
-plan (`planner`) and the runtime that runs it on autotune's kernels (`executor`: `compile_model`,
-`CompiledModel`, loaded on first use like `autotune.load`)."""
+"""The model layer: a dataflow graph of autotune ops (`ir`), what frontends produce; its fusion
+groups (`fusion`: the partitioner; `compose`, `fused_task`: a group as one te computation and
+task; `fused_graph`: the graph of fused kernels), its buffer plan (`planner`) and the runtime that
+runs it on autotune's kernels (`executor`: `compile_model`, `CompiledModel`, loaded on first use
+like `autotune.load`)."""
 from __future__ import annotations
 
 import importlib

@@ -1,4 +1,5 @@
-"""The graph runtime: a `CompiledModel` runs a Graph node by node on autotune's kernels.
+"""The graph runtime: a `CompiledModel` runs a Graph node by node on autotune's kernels
+(`compile_model` first fuses the graph: then each kernel node is one fusion group).
 
 Compiling does all the work a call need not repeat: every kernel is loaded once with
 `autotune.load` (its provenance kept: tuned, nearest or default), the buffer plan is laid out in
@@ -42,23 +43,34 @@ class _Step:
 
 
 def compile_model(graph_or_path: Any, db: Any = None, target: str = "llvm",
-                  shapes: Mapping[str, tuple[int, ...]] | None = None, prepack: bool = True) -> CompiledModel:
+                  shapes: Mapping[str, tuple[int, ...]] | None = None, prepack: bool = True,
+                  fuse: bool = True) -> CompiledModel:
     """A model ready to run: a Graph is compiled as it is; a path, ONNX ModelProto or bytes goes
-    through `autotune.frontend.onnx.load(model, shapes=shapes)` first. `prepack=False` keeps
-    constant weights in their source layout (the plain kernels then pack them per call)."""
+    through `autotune.frontend.onnx.load(model, shapes=shapes)` first. The compile-time passes
+    (`prepare_graph`) pre-pack constant weights and, with `fuse`, group the nodes into fused
+    kernels; `prepack=False` / `fuse=False` turn them off."""
     if isinstance(graph_or_path, Graph):
         graph = graph_or_path
         _check_shapes(graph, shapes or {})
     else:
         graph = onnx_frontend().load(graph_or_path, shapes=shapes)
-    return CompiledModel(graph, db=db, target=target, prepack=prepack)
+    return CompiledModel(graph, db=db, target=target, prepack=prepack, fuse=fuse)
 
 
-def prepare_graph(graph: Graph, target: str = "llvm", db: Any = None, prepack: bool = True) -> Graph:
-    """The graph as it runs: the compile-time passes applied (weights pre-packed). What
-    `CompiledModel` runs, `tune_model` tunes and `autotune model inspect` lists."""
+def prepare_graph(graph: Graph, target: str = "llvm", db: Any = None, prepack: bool = True,
+                  fuse: bool = True) -> tuple[Graph, list[Any] | None]:
+    """The graph as it runs and its fusion groups (None unfused): constant weights pre-packed,
+    then the nodes fused (`autotune.graph.fused_graph`; a packed matmul anchors its group like a
+    plain one). What `CompiledModel` runs, `tune_model` tunes and `autotune model inspect` lists."""
     graph.validate()
-    return prepack_weights(graph, target, db) if prepack else graph
+    if prepack:
+        graph = prepack_weights(graph, target, db)
+    if not fuse:
+        return graph, None
+    from .fused_graph import fuse as fuse_graph
+
+    fusion = fuse_graph(graph)
+    return fusion.graph, fusion.groups
 
 
 def onnx_frontend() -> Any:
@@ -81,8 +93,10 @@ class CompiledModel:
     arrays each call. Inputs: numpy arrays or anything with `__dlpack__` / `__array_interface__`,
     read in place when C-contiguous. One call at a time per model (they share the arena)."""
 
-    def __init__(self, graph: Graph, db: Any = None, target: str = "llvm", prepack: bool = True) -> None:
-        self.graph = graph = prepare_graph(graph, target, db, prepack)
+    def __init__(self, graph: Graph, db: Any = None, target: str = "llvm", prepack: bool = True,
+                 fuse: bool = True) -> None:
+        self.graph, self.groups = prepare_graph(graph, target, db, prepack, fuse)   # groups: None unfused
+        graph = self.graph
         self.target = target
         self.plan: Plan = plan_buffers(graph)
         self.kernels, self.load_warnings = _load_kernels(graph, target, db)
@@ -165,7 +179,10 @@ class CompiledModel:
         return {"graph": self.graph.name, "nodes": len(self.graph.nodes), "kernel_nodes": len(self.kernels),
                 "view_nodes": len(self.graph.nodes) - len(self.kernels),
                 "provenance": {p: provenance.get(p, 0) for p in ("tuned", "nearest", "default")},
-                "kernels": list(kernels.values()), "memory": self._memory(), "warnings": len(self.load_warnings)}
+                "kernels": list(kernels.values()), "memory": self._memory(), "warnings": len(self.load_warnings),
+                "groups": None if self.groups is None else [
+                    {"nodes": list(g.nodes), "ops": list(g.ops), "kernel": g.kernel.op, "how": g.how}
+                    for g in self.groups]}
 
     def _memory(self) -> dict[str, int]:
         p, g = self.plan, self.graph

@@ -72,7 +72,7 @@ def estimated_latency(tasks: Sequence[ModelTask], best: Mapping[str, float]) -> 
 
 def model_tasks(graph: Graph, target: str = "llvm", db: Any = None) -> list[ModelTask]:
     """The model's distinct kernels as tasks, in first-use order, weighted by their node count."""
-    prepared = prepare_graph(graph, target, db)
+    prepared, _ = prepare_graph(graph, target, db)
     found: dict[tuple[str, str, str], tuple[Task, list[str]]] = {}
     for n in prepared.nodes:
         if n.is_view:

@@ -60,12 +60,19 @@ def test_inspect_reports_each_kernel_with_its_nodes_and_provenance(env):
     y = b.node("sigmoid", (b.view(h, (15,)),), (15,), shape=(15,))
     g = b.build(y)
     db = str(env / "fresh.db")
-    report = inspect_graph(g, db=db)
+    report = inspect_graph(g, db=db, fuse=False)
     assert report["ops"] == {"relu": 2, "view": 1, "sigmoid": 1}
+    assert "groups" not in report
     assert [(k["workload"], k["nodes"], k["provenance"]) for k in report["kernels"]] == [
         ("relu(shape=3:5)float32", 2, "default"), ("sigmoid(shape=15)float32", 1, "default")]
     autotune.tune(autotune.create_task("relu", shape=(3, 5)), trials=2, db=db)
-    assert inspect_graph(g, db=db)["provenance"] == {"tuned": 1, "nearest": 0, "default": 1}
+    assert inspect_graph(g, db=db, fuse=False)["provenance"] == {"tuned": 1, "nearest": 0, "default": 1}
+    fused = inspect_graph(g, db=db)
+    assert fused["ops"] == report["ops"]
+    [group] = fused["groups"]
+    assert (group["ops"], group["how"]) == (["relu", "relu", "sigmoid"], "te")
+    assert len(group["nodes"]) == 4 and group["task"].startswith("fused_relu_sigmoid_")
+    assert [(k["workload"], k["nodes"]) for k in fused["kernels"]] == [(group["task"], 1)]
 
 
 needs_frontend = pytest.mark.skipif(not frontend_available(), reason="autotune.frontend.onnx is not in this build")
@@ -97,6 +104,11 @@ def test_inspect_and_run_a_tiny_onnx_model_end_to_end(tiny_onnx, tmp_path):
     report = json.loads(cli("model", "inspect", str(path), "--shapes", "x=7x5", "--db", db, "--json").stdout)
     assert report["inputs"] == [{"name": "x", "shape": [7, 5], "dtype": "float32"}]
     assert report["kernels"] and all(k["provenance"] == "default" for k in report["kernels"])
+    [group] = report["groups"]                                   # matmul + bias + relu: one kernel
+    assert group["ops"] == ["matmul_packed", "add", "relu"] and group["how"] == "anchor"   # W is a constant
+    assert [(k["workload"], k["nodes"]) for k in report["kernels"]] == [(group["task"], 1)]
+    text = cli("model", "inspect", str(path), "--shapes", "x=7x5", "--db", db).stdout
+    assert group["task"] in text and "matmul_packed+add+relu" in text
     x = np.random.default_rng(2).standard_normal((7, 5)).astype(np.float32)
     np.save(tmp_path / "x.npy", x)
     p = cli("model", "run", str(path), "--input", f"x={tmp_path / 'x.npy'}", "--repeat", "3", "--db", db, "--json")

@@ -115,7 +115,7 @@ def test_intermediates_share_the_arena_and_are_the_same_arrays_at_every_call():
     v = b.input("x", (9, 7))
     for _ in range(5):
         v = b.node("relu", (v,), (9, 7), shape=(9, 7))
-    m = compile_model(b.build(v))
+    m = compile_model(b.build(v), fuse=False)          # fused, the chain is one kernel
     before = dict(m.buffers)
     intermediates = [r for r in m.plan.offsets]
     assert len(intermediates) == 4 and m.plan.arena_bytes < m.plan.unshared_bytes
@@ -203,13 +203,13 @@ def test_a_node_whose_kernel_does_not_fit_its_values_is_named_at_compile_time():
 def test_summary_counts_provenance_per_node_default_then_tuned(env):
     db = str(env / "fresh.db")
     g = mlp()
-    s = compile_model(g, db=db).summary()
+    s = compile_model(g, db=db, fuse=False).summary()
     assert s["provenance"] == {"tuned": 0, "nearest": 0, "default": 5} and s["kernel_nodes"] == 5
     assert len(s["kernels"]) == 5 and {k["provenance"] for k in s["kernels"]} == {"default"}
     relu = next(n for n in g.nodes if n.op == "relu")
     autotune.tune(autotune.create_task("relu", **relu.params), trials=2, db=db)
     autotune.runtime.clear_caches()
-    m = compile_model(g, db=db)
+    m = compile_model(g, db=db, fuse=False)
     s = m.summary()
     assert s["provenance"] == {"tuned": 1, "nearest": 0, "default": 4}
     assert [k["provenance"] for k in s["kernels"] if k["op"] == "relu"] == ["tuned"]
@@ -221,7 +221,7 @@ def test_summary_counts_provenance_per_node_default_then_tuned(env):
 @given(dags())
 def test_random_dags_of_shared_buffers_compute_what_numpy_does(dag):
     edges, n_outputs = dag
-    m = compile_model(elementwise_graph(edges, n_outputs))
+    m = compile_model(elementwise_graph(edges, n_outputs), fuse=False)   # the plan's sharing; fused: test_fusion
     x = rand(5, 3)
     vals = [x]
     for reads in edges:

@@ -44,7 +44,7 @@ def reference(graph, x, b):
 
 def test_constant_weights_are_packed_once_and_answers_stay(tmp_path):
     g = shared_weight_graph()
-    m = autotune.compile_model(g, db=tmp_path / "absent.db")
+    m = autotune.compile_model(g, db=tmp_path / "absent.db", fuse=False)
     ops = [n.op for n in m.graph.nodes]
     assert ops == ["matmul_packed", "matmul_packed", "matmul", "add", "add", "dense_packed"]
     assert [k["op"] for k in m.summary()["kernels"]] == ["matmul_packed", "matmul", "add", "dense_packed"]
@@ -53,9 +53,12 @@ def test_constant_weights_are_packed_once_and_answers_stay(tmp_path):
     assert sorted(m.graph.constants) == ["bias", f"w.panels{panel}", f"wd.panels{panel}"]
     x, b = rand(7, 29), rand(29, 37)
     np.testing.assert_allclose(m(x, b)[0], reference(g, x, b), rtol=1e-4, atol=1e-4)
-    plain = autotune.compile_model(g, db=tmp_path / "absent.db", prepack=False)
+    plain = autotune.compile_model(g, db=tmp_path / "absent.db", prepack=False, fuse=False)
     assert [n.op for n in plain.graph.nodes] == [n.op for n in g.nodes]
     np.testing.assert_allclose(plain(x, b)[0], m(x, b)[0], rtol=1e-5, atol=1e-5)
+    fused = autotune.compile_model(g, db=tmp_path / "absent.db")          # a packed matmul anchors its group
+    assert f"w.panels{panel}" in fused.graph.constants and "w" not in fused.graph.constants
+    np.testing.assert_allclose(fused(x, b)[0], reference(g, x, b), rtol=1e-4, atol=1e-4)
 
 
 def test_graph_given_is_left_unchanged(tmp_path):

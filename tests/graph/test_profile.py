@@ -28,7 +28,7 @@ def matmul_relu(n=64):
 
 
 def test_profile_times_every_kernel_node(tmp_path):
-    m = autotune.compile_model(matmul_relu(), db=tmp_path / "absent.db")
+    m = autotune.compile_model(matmul_relu(), db=tmp_path / "absent.db", fuse=False)   # two kernels to compare
     prof = m.profile(repeat=3)
     assert sorted(k.op for k in prof.kernels) == ["matmul_packed", "relu"]
     assert all(k.seconds > 0 and k.provenance == "default" for k in prof.kernels)
@@ -48,8 +48,8 @@ def test_profile_cli_json_and_plot(tmp_path):
     out = subprocess.run([sys.executable, "-m", "autotune.cli", "model", "profile", str(path), "--repeat", "2",
                           "--db", str(tmp_path / "absent.db"), "--json"], capture_output=True, text=True, check=True)
     report = json.loads(out.stdout)
-    assert len(report["kernels"]) == 8 and report["repeat"] == 2 and report["kernel_ms"] > 0
+    assert len(report["kernels"]) == 3 and report["repeat"] == 2 and report["kernel_ms"] > 0   # fused layers
     shown = subprocess.run([sys.executable, "-m", "autotune.cli", "model", "profile", str(path), "--repeat", "2",
                             "--db", str(tmp_path / "absent.db"), "--plot", str(png)], capture_output=True, text=True,
                            check=True)
-    assert "matmul_packed" in shown.stdout and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "fused_matmul_packed" in shown.stdout and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

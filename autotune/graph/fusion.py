@@ -1,0 +1,169 @@
+"""The partitioner: groups a Graph's kernel nodes into fused kernels.
+
+Every op has a pattern kind (`KINDS`, TVM's OpPatternKind), and the rules are written on kinds,
+never on models or op sequences:
+- ELEMWISE / BROADCAST (pointwise) nodes join the group of a producer: a pointwise chain, the
+  epilogue of a reduction, or the epilogue of an anchor (bias, activation, residual add, scaling,
+  a batch norm that `fused_task` folds into the conv's weights);
+- a REDUCTION joins a pure pointwise producer group (its prologue), and a pointwise node whose
+  only consumer is a reduction starts that prologue rather than extending another group's
+  epilogue: the residual add before a layer norm fuses with the norm;
+- OUT_EWISE (conv, matmul) anchors start a group: they take epilogues, nothing before them;
+- INJECTIVE ops (layout changes: transpose, pad, concat...) and OPAQUE ops start a group and
+  end it (injective ones take a pointwise epilogue).
+A group's intermediate values are never materialized, so a value read outside its group (or a
+graph output) must be the output of its group's last node: a group where that fails is cut
+after the value's producer (a boundary) and the graph partitioned again. View nodes move no data:
+the rules see through them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .ir import Graph, Node
+
+ELEMWISE, BROADCAST, INJECTIVE, REDUCTION, OUT_EWISE, OPAQUE = (
+    "elemwise", "broadcast", "injective", "reduction", "out_ewise_fusable", "opaque")
+
+_UNARY = ("relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "neg", "abs",
+          "reciprocal", "erf", "hard_swish", "leaky_relu", "elu", "hard_sigmoid", "clip", "cast")
+_BINARY = ("add", "sub", "mul", "div", "maximum", "minimum", "power", "where", "equal", "less", "greater",
+           "batch_norm")       # batch norm: x with per-channel constants broadcast
+KINDS: dict[str, str] = {
+    **dict.fromkeys(_UNARY, ELEMWISE), **dict.fromkeys(_BINARY, BROADCAST),
+    **dict.fromkeys(("transpose", "expand", "pad", "concat", "slice", "take"), INJECTIVE),
+    **dict.fromkeys(("sum", "mean", "max", "min", "softmax", "log_softmax", "layer_norm", "rms_norm"), REDUCTION),
+    **dict.fromkeys(("conv2d", "conv2d_grouped", "matmul", "matmul_packed"), OUT_EWISE),
+}
+POINTWISE = (ELEMWISE, BROADCAST)
+
+# group state -> the node kinds that may join it
+_JOINS: dict[str, tuple[str, ...]] = {
+    "pointwise": (*POINTWISE, REDUCTION), "injective": POINTWISE, REDUCTION: POINTWISE,
+    OUT_EWISE: POINTWISE, OPAQUE: (),
+}
+
+
+def kind_of(node: Node) -> str:
+    """The node's pattern kind: the table's, OPAQUE for ops not in it and multi-output nodes."""
+    return KINDS.get(node.op, OPAQUE) if len(node.outputs) == 1 else OPAQUE
+
+
+@dataclass
+class Group:
+    """Kernel node indices (topological order) fused into one kernel; `state` says what it may
+    still take (`_JOINS`); `deps` the groups it reads from."""
+
+    nodes: list[int]
+    state: str
+    deps: set[int] = field(default_factory=set)
+
+
+class _Uses:
+    """Who reads each value, seen through view nodes: `producer[v]` is the kernel node index
+    writing v's storage, `readers[v]` the kernel node indices reading it (or a view of it)."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.root: dict[str, str] = {}
+        self.producer: dict[str, int] = {}
+        self.readers: dict[str, list[int]] = {}
+        for i, n in enumerate(graph.nodes):
+            for v in n.inputs:
+                r = self.root.get(v, v)
+                if n.is_view:
+                    self.root[n.outputs[0]] = r
+                elif i not in self.readers.setdefault(r, []):
+                    self.readers[r].append(i)
+            if not n.is_view:
+                self.producer.update((o, i) for o in n.outputs)
+        self.outputs = {self.root.get(v.name, v.name) for v in graph.outputs}
+
+    def of(self, value: str) -> str:
+        return self.root.get(value, value)
+
+
+def partition(graph: Graph) -> list[list[int]]:
+    """The fusion groups of a validated graph: lists of kernel node indices, every kernel node in
+    exactly one, in an order where each group comes after the groups it reads."""
+    uses = _Uses(graph)
+    boundaries: set[int] = set()
+    while True:
+        groups, owner = _assign(graph, uses, boundaries)
+        cut = _escapes(graph, uses, groups, owner)
+        if not cut:
+            return [g.nodes for g in groups]
+        assert not cut <= boundaries, "a boundary must end its group"
+        boundaries |= cut
+
+
+def _assign(graph: Graph, uses: _Uses, boundaries: set[int]) -> tuple[list[Group], dict[int, int]]:
+    """One greedy pass in node order: each kernel node joins the first producer group whose state
+    takes its kind (and that no other input's group depends on, and that no boundary ends), or
+    starts its own."""
+    groups: list[Group] = []
+    owner: dict[int, int] = {}
+    for i, n in enumerate(graph.nodes):
+        if n.is_view:
+            continue
+        kind = kind_of(n)
+        inputs = [uses.producer[uses.of(v)] for v in n.inputs if uses.of(v) in uses.producer]
+        deps = {owner[p] for p in inputs}
+        target = next((owner[p] for p in inputs if groups[owner[p]].nodes[-1] not in boundaries
+                       and _can_join(graph, uses, groups, owner, p, i, kind, deps)), None)
+        if target is None:
+            groups.append(Group([i], _start_state(kind), deps))
+            owner[i] = len(groups) - 1
+            continue
+        g = groups[target]
+        g.nodes.append(i)
+        g.deps |= deps - {target}
+        g.state = REDUCTION if kind == REDUCTION else g.state
+        owner[i] = target
+    return groups, owner
+
+
+def _start_state(kind: str) -> str:
+    return {ELEMWISE: "pointwise", BROADCAST: "pointwise", REDUCTION: REDUCTION, INJECTIVE: "injective",
+            OUT_EWISE: OUT_EWISE}.get(kind, OPAQUE)
+
+
+def _can_join(graph: Graph, uses: _Uses, groups: list[Group], owner: dict[int, int], producer: int, node: int,
+              kind: str, deps: set[int]) -> bool:
+    target = owner[producer]
+    g = groups[target]
+    if kind not in _JOINS[g.state] or graph.nodes[producer].outputs[0] in uses.outputs:
+        return False
+    if kind in POINTWISE and g.state in (OUT_EWISE, REDUCTION, "injective") and _feeds_reduction(graph, uses, node):
+        return False                       # it is the prologue of the reduction it feeds
+    return not any(_depends(groups, d, target) for d in deps - {target})
+
+
+def _feeds_reduction(graph: Graph, uses: _Uses, node: int) -> bool:
+    readers = uses.readers.get(graph.nodes[node].outputs[0], [])
+    return len(readers) == 1 and kind_of(graph.nodes[readers[0]]) == REDUCTION
+
+
+def _depends(groups: list[Group], a: int, b: int) -> bool:
+    """Whether group a reads (transitively) from group b: joining b then would make a cycle."""
+    stack, seen = [a], set()
+    while stack:
+        g = stack.pop()
+        if g == b:
+            return True
+        if g not in seen:
+            seen.add(g)
+            stack.extend(groups[g].deps)
+    return False
+
+
+def _escapes(graph: Graph, uses: _Uses, groups: list[Group], owner: dict[int, int]) -> set[int]:
+    """Nodes whose output is read outside their group (or is a graph output) without being the
+    group's last node: they must become boundaries."""
+    cut: set[int] = set()
+    for g in groups:
+        for i in g.nodes[:-1]:
+            out = graph.nodes[i].outputs[0]
+            if out in uses.outputs or any(owner[r] != owner[i] for r in uses.readers.get(out, [])):
+                cut.add(i)
+    return cut
+
