@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..schedules.task import Task, create_task
@@ -96,34 +96,50 @@ def tune_model(model: Any, trials: int = 1000, db: Any = None, target: str = "ll
     """Tune every kernel of `model` (a Graph, an ONNX path, ModelProto or bytes) under one budget
     of `trials` measurements and, with `time_budget`, of that many seconds of wall time (checked
     after each batch). Every result lands in the database `db`; `compile_model` then runs the
-    tuned kernels, and a second call resumes. `batch_size` defaults to what lets the warm-up
-    round (one batch per task) take at most half the budget, at most 16: every task gets a
-    measured time, so the estimate exists and the scheduler can compare tasks."""
+    tuned kernels, and a second call resumes.
+
+    A first round measures one config of every task (the xgb tuner's first is the template's
+    default), so the model's estimate exists after a trial per task, however short the budget;
+    then batches of `batch_size` (default: at most 16, and small enough that a round over all
+    tasks takes at most half the trials) go where the scheduler expects the most gain."""
     if time_budget is not None and (isinstance(time_budget, bool) or not isinstance(time_budget, (int, float))
                                     or not time_budget > 0):
         raise ValueError(f"tune_model: time_budget must be a positive number of seconds, got {time_budget!r}")
-    from ..search.tune import tune_tasks
+    from ..search.tune import check_tune_args, tune_tasks
 
+    check_tune_args(trials, batch_size or 1, seed)
     graph = _as_graph(model, shapes)
     tasks = tuple(model_tasks(graph, target, db))
     if not tasks:
         raise ValueError(f"tune_model: graph {graph.name!r} has no kernel to tune (every node is a view)")
-    if batch_size is None:
-        batch_size = max(1, min(16, trials // (2 * len(tasks))))
     start = time.monotonic()
     best: dict[str, float] = {}
     done: dict[str, int] = {}
+    before: dict[str, int] = {}               # each task's trials in the phases already run
 
     def report(p: Progress) -> None:
         key = p.task.workload_key
-        best[key], done[key] = p.best_seconds, p.trials_done
+        best[key], done[key] = p.best_seconds, before.get(key, 0) + p.trials_done
         progress = ModelProgress(p, tasks, dict(best), sum(done.values()), time.monotonic() - start)
         for cb in callbacks:
             cb(progress)
         if time_budget is not None and progress.elapsed >= time_budget:
             raise StopTuning()
 
-    results = tune_tasks([t.task for t in tasks], [float(t.weight) for t in tasks], trials, tuner, db=db, seed=seed,
-                         callbacks=[report], measure_option=measure_option, batch_size=batch_size,
-                         measurer=measurer, transfer=transfer)
+    def phase(budget: int, size: int) -> list[TuneResult]:
+        return tune_tasks([t.task for t in tasks], [float(t.weight) for t in tasks], budget, tuner, db=db,
+                          seed=seed, callbacks=[report], measure_option=measure_option, batch_size=size,
+                          measurer=measurer, transfer=transfer)
+
+    results = phase(min(trials, len(tasks)), 1)
+    if trials > len(tasks) and not any(r.interrupted for r in results):
+        before.update((r.workload_key, r.trials) for r in results)
+        size = batch_size or max(1, min(16, trials // (2 * len(tasks))))
+        results = [_joined(a, b) for a, b in zip(results, phase(trials - len(tasks), size))]
     return ModelTuneResult(tasks, tuple(results), time.monotonic() - start, any(r.interrupted for r in results))
+
+
+def _joined(first: TuneResult, then: TuneResult) -> TuneResult:
+    """One task's result over both phases (the second resumed the first: its best includes it)."""
+    return replace(then, trials=first.trials + then.trials, history=first.history + then.history,
+                   interrupted=first.interrupted or then.interrupted)
