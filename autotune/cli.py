@@ -138,8 +138,10 @@ def _register_subcommands() -> None:
     from .cli_db import db
     from .cli_model import model
     from .cli_tune import tune
+    from .cli_worker import worker
 
     main.add_command(tune)
+    main.add_command(worker)
     main.add_command(db)
     main.add_command(model)
 

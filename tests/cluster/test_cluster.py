@@ -127,3 +127,22 @@ def test_a_hung_actor_is_replaced(cluster):
         assert time.monotonic() - t0 < 60
         assert all(r.ok or r.error_msg.startswith(NODE_ERROR) for r in again)
         assert not {a.pid for p in m._pools.values() for a in p.actors} & set(stopped)
+
+
+def test_tune_cli_measures_on_the_cluster(cluster, tmp_path, capsys):
+    from autotune.cli import run
+
+    db = tmp_path / "cli.db"
+    assert run(["tune", "matmul", "--shape", "M=13,N=11,K=3", "--trials", "3", "--tuner", "random",
+                "--db", str(db), "--cluster", "auto", "--json"]) == 0
+    task = autotune.create_task("matmul", M=13, N=11, K=3)
+    assert set(_records(TuningDB(str(db)), task).values()) == {"ok"} and len(_records(TuningDB(str(db)), task)) == 3
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1:1", "ray://127.0.0.1:1", "no-port", "auto"])
+def test_worker_refuses_a_bad_address_in_one_line(address, capsys):
+    from autotune.cli import run
+
+    assert run(["worker", "--cluster", address]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and address in err
