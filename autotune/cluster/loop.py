@@ -46,7 +46,6 @@ def stream_loop(task: Task, tuner: Tuner, measurer: ClusterMeasurer, trials: int
                 best_index: int | None = None, claim: Callable[[list[int]], list[int]] | None = None) -> TuneResult:
     """Propose -> claim -> submit, and as results arrive: record -> track best; every batch_size
     results: update -> callbacks -> early stop. Same arguments and result as tune_loop."""
-    measurer.check_target(task)
     window = max(2 * batch_size, 2 * devices(target_resource(task.target_key)))
     track = Tracker(task, trials, best_seconds, best_index)
     unlearned: Pairs = []

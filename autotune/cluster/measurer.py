@@ -79,6 +79,11 @@ class ClusterMeasurer:
         queued = sum(len(q) for q in self._queued.values())
         return len(self._unbuilt) + len(self._building) + queued + len(self._running) + len(self._done)
 
+    @property
+    def runners(self) -> list[Actor]:
+        """The runner actors started so far, of every target (each says its node and pid once up)."""
+        return [a for pool in self._pools.values() for a in pool.actors]
+
     def check_target(self, task: Task) -> None:
         """ClusterError unless some live node advertises the task's target."""
         if devices(target_resource(task.target_key)) == 0:

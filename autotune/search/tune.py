@@ -98,15 +98,23 @@ def _resume(task: Task, tuner: str, database: Any, seed: int | None, transfer: b
     return strategy, database.best(task.workload_key, task.target_key)
 
 
-def _measurer(options: MeasureOptions, measurer: Any, cluster: str | None) -> Any:
-    """The caller's measurer, or a new one: on this machine, or on the cluster at `cluster`."""
+def _measurer(options: MeasureOptions, measurer: Any, cluster: str | None, tasks: Sequence[Task]) -> Any:
+    """The caller's measurer, or a new one: on this machine, or on the cluster at `cluster`, once
+    it is known to have a node of every task's target (else nothing is started or recorded)."""
     if measurer is not None:
         return measurer
     if cluster is None:
         return Measurer(options)
     from ..cluster import ClusterMeasurer
 
-    return ClusterMeasurer(cluster, options)
+    meas = ClusterMeasurer(cluster, options)
+    try:
+        for task in tasks:
+            meas.check_target(task)
+    except BaseException:
+        meas.close()
+        raise
+    return meas
 
 
 def _transferred(strategy: Tuner) -> int:
@@ -128,10 +136,10 @@ def tune(task: Task, trials: int = 64, tuner: str = "xgb", db: Any = None, early
     database = _open_db(db)
     upgrade(database)             # records stored under a legacy key become this task's (autotune.legacy_keys)
     strategy, best_prev = _resume(task, tuner, database, seed, transfer)
-    run_id = _start_run(database, task, tuner, trials, seed)
     own = measurer is None
     options = measure_option or MeasureOptions()
-    meas = _measurer(options, measurer, cluster)
+    meas = _measurer(options, measurer, cluster, [task])
+    run_id = _start_run(database, task, tuner, trials, seed)
     lease_s = lease_seconds(options, batch_size)
     status, result, done = "failed", None, [0]
     loop: Callable[..., TuneResult] = tune_loop
@@ -190,6 +198,9 @@ def tune_tasks(tasks: Sequence[Task], weights: Sequence[float] | None = None, tr
     check_tune_args(trials, batch_size, seed)
     database = _open_db(db)
     upgrade(database)             # as in tune: records under legacy keys are resumed
+    options = measure_option or MeasureOptions()
+    own = measurer is None
+    meas = _measurer(options, measurer, cluster, tasks)
     states, runs = [], {}
     for task, w, name in zip(tasks, weights, tuners):
         strategy, best_prev = _resume(task, name, database, seed, transfer)
@@ -198,7 +209,6 @@ def tune_tasks(tasks: Sequence[Task], weights: Sequence[float] | None = None, tr
             st.best, st.best_config = best_prev.cost, best_prev.config
         runs[id(st)] = _start_run(database, task, name, trials, seed)
         states.append(st)
-    options = measure_option or MeasureOptions()
     lease_s = lease_seconds(options, batch_size)
 
     def record(st: TaskState, pairs: list[tuple[int, MeasureResult]]) -> None:
@@ -211,8 +221,6 @@ def tune_tasks(tasks: Sequence[Task], weights: Sequence[float] | None = None, tr
         for cb in callbacks:
             cb(total)
 
-    own = measurer is None
-    meas = _measurer(options, measurer, cluster)
     status, interrupted = "failed", False
     try:
         interrupted = schedule_tasks(states, meas.measure, trials, batch_size, record, callbacks=[report],
