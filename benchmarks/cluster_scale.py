@@ -22,6 +22,7 @@ import ray
 
 import autotune
 from autotune.cluster import ClusterMeasurer, target_resource
+from autotune.cluster.actors import DEPTH
 from autotune.measure import MeasureOptions
 from autotune.measure.builder import lowered_ir
 from autotune.measure.types import BuildResult, ErrorKind, MeasureInput, MeasureResult
@@ -54,7 +55,7 @@ class FakeRunner:
 
 def throughput(actors: int, sleep_s: float, per_actor: int) -> float:
     """Candidates per second through `actors` fake runners, in the tuner's pipelined pattern
-    (two candidates per actor in flight)."""
+    (as many candidates in flight per actor as stream_loop keeps)."""
     task = autotune.create_task(TASK[0], **TASK[1])
     ray.init(num_cpus=2, resources={target_resource(task.target_key): actors}, object_store_memory=80 * 2**20,
              include_dashboard=False, log_to_driver=False)
@@ -67,7 +68,7 @@ def throughput(actors: int, sleep_s: float, per_actor: int) -> float:
             total, finished = len(queue), 0
             t0 = time.perf_counter()
             while finished < total:
-                n = min(len(queue), 2 * actors - m.pending)
+                n = min(len(queue), (DEPTH + 1) * actors - m.pending)
                 if n > 0:
                     m.submit(task, [queue.popleft() for _ in range(n)])
                 finished += len(m.wait())

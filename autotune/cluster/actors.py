@@ -17,17 +17,19 @@ from .nodes import devices
 
 MAX_STARTUP_FAILURES = 3     # actors of a target that died while starting, before its work fails
 RECOUNT_S = 1.0              # how often the live devices are counted again while work waits
+DEPTH = 2                    # candidates handed to an actor at once: the next one is there when one ends
 
 
 @dataclass(eq=False)
 class Actor:
-    """One runner actor: its handle, and once it has answered, where it runs."""
+    """One runner actor: its handle, and once it has answered, where it runs. It runs the
+    candidates it is handed one at a time, in order; `running` counts those not yet answered."""
 
     handle: Any
     started: float = field(default_factory=time.monotonic)
     node: str | None = None
     pid: int | None = None
-    busy: bool = False
+    running: int = 0
 
     @property
     def ready(self) -> bool:
@@ -81,8 +83,9 @@ class ActorPool:
                 del self.starting[ref]
                 self.drop(actor)
 
-    def idle(self) -> list[Actor]:
-        return [a for a in self.actors if a.ready and not a.busy]
+    def free(self) -> list[Actor]:
+        """Ready actors that can take a candidate, the idle ones first."""
+        return sorted((a for a in self.actors if a.ready and a.running < DEPTH), key=lambda a: a.running)
 
     @property
     def dead_end(self) -> bool:

@@ -2,7 +2,7 @@
 
 On one machine a batch is measured while the tuner waits. On a cluster that would leave every
 runner idle while the slowest candidate of a batch finishes and the tuner proposes the next, so
-here the tuner keeps up to two batches (or two candidates per device, if more) in flight: each
+here the tuner keeps up to two batches (or three candidates per device, if more) in flight: each
 result is recorded in the database as it arrives, and the tuner learns and proposes again after
 every `batch_size` results.
 """
@@ -15,6 +15,7 @@ from typing import Any
 from ..measure.types import MeasureResult
 from ..schedules.task import Task
 from ..search.tuner import Progress, Tracker, Tuner, TuneResult
+from .actors import DEPTH
 from .measurer import ClusterMeasurer
 from .nodes import devices, target_resource
 
@@ -46,7 +47,7 @@ def stream_loop(task: Task, tuner: Tuner, measurer: ClusterMeasurer, trials: int
                 best_index: int | None = None, claim: Callable[[list[int]], list[int]] | None = None) -> TuneResult:
     """Propose -> claim -> submit, and as results arrive: record -> track best; every batch_size
     results: update -> callbacks -> early stop. Same arguments and result as tune_loop."""
-    window = max(2 * batch_size, 2 * devices(target_resource(task.target_key)))
+    window = max(2 * batch_size, (DEPTH + 1) * devices(target_resource(task.target_key)))
     track = Tracker(task, trials, best_seconds, best_index)
     unlearned: Pairs = []
     submitted, stopped, interrupted = 0, False, False

@@ -6,9 +6,10 @@
         ...
 
 A candidate goes: lowered in the tuner -> a build task (any node, at most as many in flight as the
-cluster has CPUs, so a build's deadline is its own time) -> the queue of its target -> an idle
-runner actor of that target (one candidate per actor at a time). A candidate whose actor died or
-hung is queued again once, then recorded as a node error (a CRASH whose message says so).
+cluster has CPUs, so a build's deadline is its own time) -> the queue of its target -> a runner
+actor of that target, which times one at a time and is handed the next before it ends. A
+candidate whose actor died or hung is queued again once, then recorded as a node error (a CRASH
+whose message says so).
 `measure(task, indices)` is the batch form, for callers that want the Measurer interface.
 """
 from __future__ import annotations
@@ -26,7 +27,7 @@ from ..measure.check_data import MAX_TASKS_ON_DISK, check_arrays
 from ..measure.types import BuildResult, ErrorKind, MeasureInput, MeasureOptions, MeasureResult
 from ..measure.wire import first_line
 from ..schedules.task import Task
-from .actors import Actor, ActorPool
+from .actors import DEPTH, Actor, ActorPool
 from .nodes import ClusterError, connect, devices, target_resource
 from .remote import RunnerActor, build
 
@@ -166,15 +167,16 @@ class ClusterMeasurer:
             pool.fill()
             if pool.dead_end:
                 self._fail_queue(pool, queue)
-            for actor in pool.idle():
-                if not queue:
-                    break
-                self._dispatch(queue.popleft(), actor)
+            for actor in pool.free():
+                while queue and actor.running < DEPTH:
+                    self._dispatch(queue.popleft(), actor)
 
     def _dispatch(self, job: _Job, actor: Actor) -> None:
-        actor.busy, job.actor = True, actor
+        """Hand the job to the actor; its clock runs from when the actor's earlier ones are done."""
+        actor.running += 1
+        job.actor = actor
         job.attempts += 1
-        job.deadline = time.monotonic() + self.actor_timeout_s
+        job.deadline = time.monotonic() + actor.running * self.actor_timeout_s
         self._running[actor.handle.run.remote(_check_key(job.task), job.check, job.built, job.index)] = job
 
     def _fail_queue(self, pool: ActorPool, queue: deque[_Job]) -> None:
@@ -208,7 +210,10 @@ class ClusterMeasurer:
     def _ran(self, ref: Any, job: _Job) -> None:
         actor = job.actor
         assert actor is not None
-        actor.busy = False
+        actor.running -= 1
+        for other in self._running.values():    # the actor's next candidate starts now
+            if other.actor is actor:
+                other.deadline = time.monotonic() + self.actor_timeout_s
         try:
             result = MeasureResult.from_json(ray.get(ref))
         except ray.exceptions.RayError as exc:       # the actor or its node died
