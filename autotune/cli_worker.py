@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import click
 
+from .cli import CLIError
+
 
 @click.command()
 @click.option("--cluster", required=True, metavar="ADDRESS",
@@ -15,8 +17,10 @@ import click
 @click.option("--node-ip-address", default=None, help="The address other nodes reach this one at (Ray's option).")
 def worker(cluster: str, target: str, devices: int, num_cpus: int | None, node_ip_address: str | None) -> None:
     """Self-check, then serve as a measuring node of CLUSTER until stopped (Ctrl-C)."""
-    from .cluster.worker import gcs_address, ray_start_command, self_check, serve
-
+    try:
+        from .cluster.worker import gcs_address, ray_start_command, self_check, serve
+    except ModuleNotFoundError as exc:
+        raise CLIError(f"a worker needs Ray ({exc}); pip install 'autotune[cluster]'") from exc
     gcs = gcs_address(cluster)                  # a bad or unreachable address: one line, exit 2
     key, result = self_check(target)
     if not result.ok:

@@ -105,8 +105,10 @@ def _measurer(options: MeasureOptions, measurer: Any, cluster: str | None, tasks
         return measurer
     if cluster is None:
         return Measurer(options)
-    from ..cluster import ClusterMeasurer
-
+    try:
+        from ..cluster import ClusterMeasurer
+    except ModuleNotFoundError as exc:
+        raise ValueError(f"measuring on a cluster needs Ray ({exc}); pip install 'autotune[cluster]'") from exc
     meas = ClusterMeasurer(cluster, options)
     try:
         for task in tasks:
