@@ -139,9 +139,11 @@ def _register_subcommands() -> None:
     from .cli_model import model
     from .cli_tune import tune
     from .cli_tune_model import tune_model
+    from .cli_worker import worker
 
     main.add_command(tune)
     main.add_command(tune_model)
+    main.add_command(worker)
     main.add_command(db)
     main.add_command(model)
 

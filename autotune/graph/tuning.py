@@ -92,11 +92,11 @@ def tune_model(model: Any, trials: int = 1000, db: Any = None, target: str = "ll
                shapes: Mapping[str, tuple[int, ...]] | None = None, time_budget: float | None = None,
                tuner: str = "xgb", seed: int | None = None, transfer: bool = True,
                callbacks: Sequence[Callable[[ModelProgress], Any]] = (), measure_option: Any = None,
-               batch_size: int | None = None, measurer: Any = None) -> ModelTuneResult:
+               batch_size: int | None = None, measurer: Any = None, cluster: str | None = None) -> ModelTuneResult:
     """Tune every kernel of `model` (a Graph, an ONNX path, ModelProto or bytes) under one budget
     of `trials` measurements and, with `time_budget`, of that many seconds of wall time (checked
     after each batch). Every result lands in the database `db`; `compile_model` then runs the
-    tuned kernels, and a second call resumes.
+    tuned kernels, and a second call resumes. `cluster`: measure on a Ray cluster, as `tune`.
 
     A first round measures one config of every task (the xgb tuner's first is the template's
     default), so the model's estimate exists after a trial per task, however short the budget;
@@ -129,7 +129,7 @@ def tune_model(model: Any, trials: int = 1000, db: Any = None, target: str = "ll
     def phase(budget: int, size: int) -> list[TuneResult]:
         return tune_tasks([t.task for t in tasks], [float(t.weight) for t in tasks], budget, tuner, db=db,
                           seed=seed, callbacks=[report], measure_option=measure_option, batch_size=size,
-                          measurer=measurer, transfer=transfer)
+                          measurer=measurer, transfer=transfer, cluster=cluster)
 
     results = phase(min(trials, len(tasks)), 1)
     if trials > len(tasks) and not any(r.interrupted for r in results):

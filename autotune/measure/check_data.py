@@ -14,6 +14,7 @@ import tempfile
 import weakref
 import zlib
 from collections import OrderedDict
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,19 +61,39 @@ class CheckData:
                 "check": self.check}
 
 
-def write_check_data(task: Task, directory: Path, options: dict[str, Any]) -> CheckData:
-    """Make the task's inputs (and, with options["check"], its expected outputs) and write them."""
-    directory.mkdir(parents=True, exist_ok=True)
+@dataclass(frozen=True)
+class CheckArrays:
+    """A task's check data in memory: what travels to a runner on another machine (as data)."""
+
+    inputs: tuple[np.ndarray, ...]
+    expected: tuple[np.ndarray, ...]       # empty unless check
+    outputs: tuple[dict[str, Any], ...]
+    check: bool
+
+
+def check_arrays(task: Task, options: dict[str, Any]) -> CheckArrays:
+    """The task's inputs (and, with options["check"], its expected outputs) and output specs."""
     inputs = task_inputs(task)
-    for i, a in enumerate(inputs):
-        np.save(directory / f"input{i}.npy", a, allow_pickle=False)
-    if options["check"]:
-        for i, r in enumerate(task.reference(inputs)):
-            np.save(directory / f"expected{i}.npy", np.asarray(r), allow_pickle=False)
+    expected = tuple(np.asarray(r) for r in task.reference(inputs)) if options["check"] else ()
     outputs = tuple({"shape": list(shape), "dtype": dtype,
                      **dict(zip(("rtol", "atol"), tolerance(dtype, task.reduction, options)))}
                     for shape, dtype in task.arg_specs[task.num_inputs:])
-    return CheckData(str(directory), task.num_inputs, outputs, bool(options["check"]))
+    return CheckArrays(tuple(inputs), expected, outputs, bool(options["check"]))
+
+
+def save_check_arrays(arrays: CheckArrays, directory: Path) -> CheckData:
+    """Write the arrays where a runner worker on this machine reads them."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for i, a in enumerate(arrays.inputs):
+        np.save(directory / f"input{i}.npy", a, allow_pickle=False)
+    for i, r in enumerate(arrays.expected):
+        np.save(directory / f"expected{i}.npy", r, allow_pickle=False)
+    return CheckData(str(directory), len(arrays.inputs), arrays.outputs, arrays.check)
+
+
+def write_check_data(task: Task, directory: Path, options: dict[str, Any]) -> CheckData:
+    """Make the task's check data and write it."""
+    return save_check_arrays(check_arrays(task, options), directory)
 
 
 class CheckDataStore:
@@ -82,15 +103,19 @@ class CheckDataStore:
     def __init__(self) -> None:
         self.root = Path(tempfile.mkdtemp(prefix="autotune-check-"))
         self._cleanup = weakref.finalize(self, shutil.rmtree, self.root, True)
-        self._entries: OrderedDict[tuple[str, str, bool], CheckData] = OrderedDict()
+        self._entries: OrderedDict[Hashable, CheckData] = OrderedDict()
         self._made = 0
 
     def get(self, task: Task, options: dict[str, Any]) -> CheckData:
         key = (task.workload_key, task.target_key, bool(options["check"]))
+        return self.fetch(key, lambda directory: write_check_data(task, directory, options))
+
+    def fetch(self, key: Hashable, make: Callable[[Path], CheckData]) -> CheckData:
+        """The data stored under `key`, or what `make` writes into a fresh directory."""
         data = self._entries.get(key)
         if data is None:
             self._made += 1
-            data = self._entries[key] = write_check_data(task, self.root / f"task{self._made}", options)
+            data = self._entries[key] = make(self.root / f"task{self._made}")
             while len(self._entries) > MAX_TASKS_ON_DISK:
                 _, old = self._entries.popitem(last=False)
                 shutil.rmtree(old.directory, ignore_errors=True)

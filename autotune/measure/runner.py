@@ -26,7 +26,7 @@ class LocalRunner:
     def __init__(self, options: MeasureOptions | None = None) -> None:
         self.options = options or MeasureOptions()
         self._worker = WorkerHandle("run")      # imports while the first batch builds
-        self._data = CheckDataStore()
+        self.check_data = CheckDataStore()
         self._closed = False
 
     @property
@@ -44,19 +44,21 @@ class LocalRunner:
                 out.append(MeasureResult((), built.error_kind, built.error_msg, built.build_seconds, time.time()))
                 continue
             try:
-                check = self._data.get(inp.task, self.options.to_json())
+                check = self.check_data.get(inp.task, self.options.to_json())
             except Exception as exc:  # noqa: BLE001  (a reference that fails fails each candidate, not the tuner)
                 out.append(MeasureResult((), ErrorKind.RUNTIME_ERROR, f"making the task's check data: "
                                          f"{first_line(exc)}", built.build_seconds, time.time()))
                 continue
             try:
-                out.append(self._run_one(inp, built, check.to_json()))
+                out.append(self.run_built(inp.config_index, built, check.to_json()))
             except BaseException:     # Ctrl-C: its answer would land in the next candidate's place
                 self._replace()
                 raise
         return out
 
-    def _run_one(self, inp: MeasureInput, built: BuildResult, check: dict[str, Any]) -> MeasureResult:
+    def run_built(self, config_index: int, built: BuildResult, check: dict[str, Any]) -> MeasureResult:
+        """Check and time one built candidate against check data already on this machine
+        (`CheckData.to_json()`): the step a cluster's runner actor shares with `run`."""
         from ..codegen.module import num_threads
 
         def failed(kind: ErrorKind, msg: str) -> MeasureResult:
@@ -75,7 +77,7 @@ class LocalRunner:
             while True:
                 if not worker.readable(deadline - time.monotonic()):
                     self._replace()
-                    return failed(ErrorKind.TIMEOUT, f"config {inp.config_index} ran longer than {limit:g} s "
+                    return failed(ErrorKind.TIMEOUT, f"config {config_index} ran longer than {limit:g} s "
                                   "(runner worker killed)")
                 header, _ = worker.recv()
                 event = header.get("event")
@@ -85,7 +87,7 @@ class LocalRunner:
                 deadline = time.monotonic() + (PREPARE_TIMEOUT_S if event == "preparing" else limit)
         except WorkerDied as exc:
             self._replace()
-            return failed(ErrorKind.CRASH, f"runner worker {exc} while running config {inp.config_index}")
+            return failed(ErrorKind.CRASH, f"runner worker {exc} while running config {config_index}")
         if header.get("restart"):     # a GPU fault leaves the worker's CUDA context unusable
             self._replace()
         return MeasureResult(tuple(header.get("costs", ())), ErrorKind(header["error_kind"]),
@@ -100,7 +102,7 @@ class LocalRunner:
         """Stop the worker (idempotent)."""
         self._closed = True
         self._worker.close()
-        self._data.close()
+        self.check_data.close()
 
     def __enter__(self) -> LocalRunner:
         return self

@@ -74,10 +74,12 @@ def _as_result(rec: Any) -> MeasureResult:
     return MeasureResult(tuple(rec.costs), ErrorKind(rec.error_kind), rec.error_msg, rec.build_seconds, rec.timestamp)
 
 
-def _check_task(task: Any, measurer: Any) -> None:
+def _check_task(task: Any, measurer: Any, cluster: str | None = None) -> None:
     if not isinstance(task, Task):
         raise TypeError(f"tune expects a Task (autotune.create_task), got {type(task).__name__}")
-    if task.target.kind == "cuda" and measurer is None:
+    if measurer is not None and cluster is not None:
+        raise ValueError("tune: give a measurer or a cluster, not both")
+    if task.target.kind == "cuda" and measurer is None and cluster is None:
         from ..codegen.cuda_device import check_measurable
 
         check_measurable(task.target)
@@ -96,6 +98,27 @@ def _resume(task: Task, tuner: str, database: Any, seed: int | None, transfer: b
     return strategy, database.best(task.workload_key, task.target_key)
 
 
+def _measurer(options: MeasureOptions, measurer: Any, cluster: str | None, tasks: Sequence[Task]) -> Any:
+    """The caller's measurer, or a new one: on this machine, or on the cluster at `cluster`, once
+    it is known to have a node of every task's target (else nothing is started or recorded)."""
+    if measurer is not None:
+        return measurer
+    if cluster is None:
+        return Measurer(options)
+    try:
+        from ..cluster import ClusterMeasurer
+    except ModuleNotFoundError as exc:
+        raise ValueError(f"measuring on a cluster needs Ray ({exc}); pip install 'autotune[cluster]'") from exc
+    meas = ClusterMeasurer(cluster, options)
+    try:
+        for task in tasks:
+            meas.check_target(task)
+    except BaseException:
+        meas.close()
+        raise
+    return meas
+
+
 def _transferred(strategy: Tuner) -> int:
     return strategy.transferred if isinstance(strategy, XGBTuner) else 0
 
@@ -103,30 +126,37 @@ def _transferred(strategy: Tuner) -> int:
 def tune(task: Task, trials: int = 64, tuner: str = "xgb", db: Any = None, early_stopping: int | None = None,
          seed: int | None = None, callbacks: Sequence[Callable[[Progress], Any]] = (),
          measure_option: MeasureOptions | None = None, batch_size: int = 16, measurer: Any = None,
-         transfer: bool = True) -> TuneResult:
+         transfer: bool = True, cluster: str | None = None) -> TuneResult:
     """Tune `task` for up to `trials` new measurements; every result lands in the database.
 
     transfer: with the xgb tuner, warm-start its cost models with the database's records of other
-    shapes of the same op on this target (search/transfer.py); `TuneResult.transferred` counts them."""
-    _check_task(task, measurer)
+    shapes of the same op on this target (search/transfer.py); `TuneResult.transferred` counts them.
+    cluster: a Ray cluster's address ("ray://head:10001", "head:6379" or "auto") to measure on its
+    nodes of the task's target (autotune.cluster); results are recorded as each one finishes."""
+    _check_task(task, measurer, cluster)
     check_tune_args(trials, batch_size, seed)
     database = _open_db(db)
     upgrade(database)             # records stored under a legacy key become this task's (autotune.legacy_keys)
     strategy, best_prev = _resume(task, tuner, database, seed, transfer)
-    run_id = _start_run(database, task, tuner, trials, seed)
     own = measurer is None
     options = measure_option or MeasureOptions()
-    meas = Measurer(options) if own else measurer
+    meas = _measurer(options, measurer, cluster, [task])
+    run_id = _start_run(database, task, tuner, trials, seed)
     lease_s = lease_seconds(options, batch_size)
     status, result, done = "failed", None, [0]
+    loop: Callable[..., TuneResult] = tune_loop
+    if cluster is not None:
+        from ..cluster.loop import stream_loop
+
+        loop = stream_loop
 
     def record(pairs: list[tuple[int, MeasureResult]]) -> None:
         _store(database, task, run_id, pairs)
         done[0] += len(pairs)
 
     try:
-        result = tune_loop(
-            task, strategy, meas.measure, trials, batch_size, record=record,
+        result = loop(
+            task, strategy, meas if cluster is not None else meas.measure, trials, batch_size, record=record,
             early_stopping=early_stopping, callbacks=callbacks,
             best_seconds=best_prev.cost if best_prev is not None else math.inf,
             best_index=best_prev.config_index if best_prev is not None else None,
@@ -146,14 +176,15 @@ def tune(task: Task, trials: int = 64, tuner: str = "xgb", db: Any = None, early
 def tune_tasks(tasks: Sequence[Task], weights: Sequence[float] | None = None, trials: int = 256,
                tuner: str | Sequence[str] = "xgb", db: Any = None, seed: int | None = None,
                callbacks: Sequence[Callable[[Progress], Any]] = (), measure_option: MeasureOptions | None = None,
-               batch_size: int = 16, measurer: Any = None, transfer: bool = True) -> list[TuneResult]:
+               batch_size: int = 16, measurer: Any = None, transfer: bool = True,
+               cluster: str | None = None) -> list[TuneResult]:
     """Tune several tasks under one budget of `trials` measurements (Ansor's gradient task
     scheduler, `search.scheduler`): after a batch each, the next batch goes where the weighted
     best time is expected to drop most. `weights` (default 1 each) say how often each task runs,
     e.g. per inference of a model; `tuner` is one name or one per task. Every result lands in the
     database, a second call resumes, and configs another tuner sharing the database has measured
     or claimed are skipped. Callbacks get each task's cumulative Progress after every batch.
-    transfer: as in `tune`, for each xgb task."""
+    transfer, cluster: as in `tune` (on a cluster, batch by batch)."""
     tasks = list(tasks)
     if not tasks:
         raise ValueError("tune_tasks: no tasks given")
@@ -162,13 +193,16 @@ def tune_tasks(tasks: Sequence[Task], weights: Sequence[float] | None = None, tr
     if len(weights) != len(tasks) or len(tuners) != len(tasks):
         raise ValueError(f"tune_tasks: {len(tasks)} tasks but {len(weights)} weights and {len(tuners)} tuners")
     for task, w in zip(tasks, weights):
-        _check_task(task, measurer)
+        _check_task(task, measurer, cluster)
         if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or w <= 0:
             raise ValueError(f"tune_tasks: the weight of {task.workload_key} must be a positive finite number, "
                              f"got {w!r}")
     check_tune_args(trials, batch_size, seed)
     database = _open_db(db)
     upgrade(database)             # as in tune: records under legacy keys are resumed
+    options = measure_option or MeasureOptions()
+    own = measurer is None
+    meas = _measurer(options, measurer, cluster, tasks)
     states, runs = [], {}
     for task, w, name in zip(tasks, weights, tuners):
         strategy, best_prev = _resume(task, name, database, seed, transfer)
@@ -177,7 +211,6 @@ def tune_tasks(tasks: Sequence[Task], weights: Sequence[float] | None = None, tr
             st.best, st.best_config = best_prev.cost, best_prev.config
         runs[id(st)] = _start_run(database, task, name, trials, seed)
         states.append(st)
-    options = measure_option or MeasureOptions()
     lease_s = lease_seconds(options, batch_size)
 
     def record(st: TaskState, pairs: list[tuple[int, MeasureResult]]) -> None:
@@ -190,8 +223,6 @@ def tune_tasks(tasks: Sequence[Task], weights: Sequence[float] | None = None, tr
         for cb in callbacks:
             cb(total)
 
-    own = measurer is None
-    meas = Measurer(options) if own else measurer
     status, interrupted = "failed", False
     try:
         interrupted = schedule_tasks(states, meas.measure, trials, batch_size, record, callbacks=[report],

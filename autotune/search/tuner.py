@@ -118,6 +118,44 @@ def gflops(task: Task, seconds: float) -> float:
     return task.flop / seconds / 1e9 if seconds > 0 and math.isfinite(seconds) else 0.0
 
 
+@dataclass
+class Tracker:
+    """What a tune loop has measured: its history, the best so far and the trials since it
+    improved (shared by tune_loop and the cluster's pipelined loop)."""
+
+    task: Task
+    trials: int
+    best_seconds: float = math.inf
+    best_index: int | None = None
+    history: list[tuple[int, MeasureResult]] = field(default_factory=list)
+    since_best: int = 0
+
+    def add(self, pairs: list[tuple[int, MeasureResult]]) -> None:
+        self.history.extend(pairs)
+        for idx, res in pairs:
+            self.since_best += 1
+            if res.ok and res.cost < self.best_seconds:
+                self.best_seconds, self.best_index, self.since_best = res.cost, idx, 0
+
+    def notify(self, callbacks: Sequence[Callable[[Progress], Any]], pairs: list[tuple[int, MeasureResult]]) -> bool:
+        """Tell the callbacks; False when one raised StopTuning."""
+        errors = sum(not r.ok for _, r in self.history)
+        progress = Progress(self.task, len(self.history), self.trials, self.best_seconds,
+                            gflops(self.task, self.best_seconds), errors, pairs)
+        try:
+            for cb in callbacks:
+                cb(progress)
+        except StopTuning:
+            return False
+        return True
+
+    def result(self, stopped: bool, interrupted: bool) -> TuneResult:
+        task, best = self.task, self.best_seconds
+        best_config = None if self.best_index is None else task.config(self.best_index).to_json()
+        return TuneResult(task.workload_key, task.target_key, best_config, best, gflops(task, best),
+                          len(self.history), self.history, stopped_early=stopped, interrupted=interrupted)
+
+
 def tune_loop(task: Task, tuner: Tuner, measure: Callable[[Task, list[int]], list[MeasureResult]],
               trials: int, batch_size: int, record: Callable[[list[tuple[int, MeasureResult]]], None],
               early_stopping: int | None = None, callbacks: Sequence[Callable[[Progress], Any]] = (),
@@ -128,10 +166,10 @@ def tune_loop(task: Task, tuner: Tuner, measure: Callable[[Task, list[int]], lis
     `claim` (when tuners share a database) keeps the proposed configs no other tuner has measured
     or is measuring; a batch whose every config is taken is skipped and the tuner proposes again.
     """
-    history: list[tuple[int, MeasureResult]] = []
-    since_best, stopped, interrupted = 0, False, False
-    while len(history) < trials and tuner.has_next():
-        batch = tuner.next_batch(min(batch_size, trials - len(history)))
+    track = Tracker(task, trials, best_seconds, best_index)
+    stopped, interrupted = False, False
+    while len(track.history) < trials and tuner.has_next():
+        batch = tuner.next_batch(min(batch_size, trials - len(track.history)))
         if not batch:
             break
         if claim is not None:
@@ -141,22 +179,12 @@ def tune_loop(task: Task, tuner: Tuner, measure: Callable[[Task, list[int]], lis
         results = measure(task, batch)
         pairs = list(zip(batch, results))
         record(pairs)
-        history.extend(pairs)
-        for idx, res in pairs:
-            since_best += 1
-            if res.ok and res.cost < best_seconds:
-                best_seconds, best_index, since_best = res.cost, idx, 0
+        track.add(pairs)
         tuner.update(batch, results)
-        errors = sum(not r.ok for _, r in history)
-        try:
-            for cb in callbacks:
-                cb(Progress(task, len(history), trials, best_seconds, gflops(task, best_seconds), errors, pairs))
-        except StopTuning:
+        if not track.notify(callbacks, pairs):
             interrupted = True
             break
-        if early_stopping is not None and since_best >= early_stopping:
+        if early_stopping is not None and track.since_best >= early_stopping:
             stopped = True
             break
-    best_config = None if best_index is None else task.config(best_index).to_json()
-    return TuneResult(task.workload_key, task.target_key, best_config, best_seconds, gflops(task, best_seconds),
-                      len(history), history, stopped_early=stopped, interrupted=interrupted)
+    return track.result(stopped, interrupted)
