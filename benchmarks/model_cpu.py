@@ -12,7 +12,8 @@ seq 128, the MobileNet-V2 stack, the MLP; --quick: their reduced test sizes and 
    node (each node's numpy reference, the graph autotune imported) are timed interleaved in this
    process: the best of 5 rounds of n runs' median (benchmarks/timing.py).
 Outputs are checked against onnxruntime's. Memory: autotune's planned arena (intermediates) and,
-for both runtimes, the growth of peak RSS over a run in a fresh process (after the model is read).
+for both runtimes, the growth of peak RSS from after reading the model and importing the runtime
+to after compiling it and three runs, in a fresh process (weight copies and buffers included).
 Targets: tuned ResNet-18 and BERT layer >= 1.0x onnxruntime; untuned >= 0.5x; kernels <= half
 the ONNX node count.
 """
@@ -96,25 +97,34 @@ def feeds_for(model: onnx.ModelProto) -> dict[str, np.ndarray]:
 
 
 _RSS_SCRIPT = """
-import resource, sys, numpy as np, onnx
+import sys, numpy as np, onnx
+def status(field):
+    for line in open("/proc/self/status"):
+        if line.startswith(field):
+            return int(line.split()[1]) * 1024
 model = onnx.load(sys.argv[2]); feeds = dict(np.load(sys.argv[3]))
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 if sys.argv[1] == "ort":
     import onnxruntime as ort
+else:
+    import autotune
+base = status("VmRSS:")
+open("/proc/self/clear_refs", "w").write("5")          # the peak (VmHWM) restarts from here
+if sys.argv[1] == "ort":
     so = ort.SessionOptions(); so.intra_op_num_threads = int(sys.argv[5]); so.inter_op_num_threads = 1
     s = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
     run = lambda: s.run(None, feeds)
 else:
-    import autotune
     m = autotune.compile_model(model, db=sys.argv[4]); run = lambda: m.run(feeds)
 for _ in range(3):
     run()
-print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) * 1024)
+print(status("VmHWM:") - base)
 """
 
 
 def rss_growth(kind: str, model_path: Path, feeds_path: Path, db: Path) -> int | None:
-    """Bytes the peak RSS grew by from after reading the model to after three runs, in a fresh process."""
+    """Bytes the peak RSS grew by from after reading the model and importing the runtime to after
+    building the session (compiling the model) and three runs, in a fresh process: the runtime's
+    own memory, weights copies and buffers included."""
     out = subprocess.run([sys.executable, "-c", _RSS_SCRIPT, kind, str(model_path), str(feeds_path), str(db),
                           str(THREADS)], capture_output=True, text=True)
     return int(out.stdout.split()[-1]) if out.returncode == 0 and out.stdout.split() else None
