@@ -13,9 +13,9 @@ at the output's index, as TVM schedules a fused group by its anchor op:
 - a row op (softmax, log_softmax, layer_norm, rms_norm) after a pointwise prologue: the row
   op's knobs and row schedule, the prologue inlined into its loads (the generic row reduction
   ran such groups about 4x slower than the unfused kernels).
-The anchors' schedule bodies are the templates' own (`_matmul_body`, `_row_knobs`), imported
-rather than copied. Each anchor group registers a template named by what it computes and a fingerprint (as
-`create_task_from_te` does), so identical groups are one task and the database keys its records.
+The anchors' schedule bodies are the templates' own (`matmul_body`, `row_knobs`). Each anchor
+group registers a template named by what it computes and a fingerprint (as `create_task_from_te`
+does), so identical groups are one task and the database keys its records.
 """
 from __future__ import annotations
 
@@ -28,8 +28,8 @@ import numpy as np
 
 from .. import te
 from ..schedules.cpu.conv2d import conv2d_nchw_schedule, nchw_geometry
-from ..schedules.cpu.matmul import _matmul_body
-from ..schedules.cpu.nn import _row_knobs, schedule_row_stages
+from ..schedules.cpu.matmul import matmul_body
+from ..schedules.cpu.nn import row_knobs, schedule_row_stages
 from ..schedules.from_te import create_task_from_te, fingerprint
 from ..schedules.task import template
 from ..te.evaluate import evaluate_te
@@ -145,7 +145,7 @@ def _row_group(graph: Graph, members: list[Node]) -> GroupKernel:
         return out, list(env.values())
 
     def build(cfg: Any) -> Any:
-        _row_knobs(cfg, M, N, dtype)
+        row_knobs(cfg, M, N, dtype)
         out, prologue = compose(cfg["lanes"].val)
         s = te.create_schedule(out.op)
         for t in prologue:
@@ -309,7 +309,7 @@ def _matmul_group(graph: Graph, members: list[Node]) -> GroupKernel:
         A[i, k] * (B[j // panel, k, j % panel] if panel else B[k, j]), axis=k), name="C"))
     fp = fingerprint([ref], [A, B, *extra])
     name = _task_name(members, fp)
-    _register(name, fp, lambda cfg: _matmul_body(cfg, M, N, K, mm.dtype, epilogue=epilogue, extra_inputs=extra,
+    _register(name, fp, lambda cfg: matmul_body(cfg, M, N, K, mm.dtype, epilogue=epilogue, extra_inputs=extra,
                                                  panel=panel), [ref], [A, B, *extra], "matmul + epilogue")
     last = graph.value(members[-1].outputs[0])
     out = last.name if last.shape == (M, N) else f"{last.name}/2d"

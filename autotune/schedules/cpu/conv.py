@@ -17,7 +17,7 @@ from ...topi import conv as topi_conv, elementwise as topi_elementwise
 from ..task import template
 from .conv2d import conv2d_nchw_schedule, nchw_geometry
 from .conv2d_nchw import place_pad
-from .matmul import _matmul_body
+from .matmul import matmul_body
 from .rules import ascending_first, cpu_facts, enough_chunks, first, largest_fitting, register_tile
 
 RC_TILES = (1, 4, 8, 16, 32)          # input channels per block of the reduction
@@ -212,5 +212,5 @@ def dense_gelu_template(cfg, M: int, N: int, K: int, dtype: str = "float32"):
     if min(M, N, K) < 1:
         raise ValueError(f"dense_gelu: M, N and K must be >= 1, got M={M}, N={N}, K={K}")
     bias = te.placeholder((N,), dtype, name="bias")
-    return _matmul_body(cfg, M, N, K, dtype, transposed=True, extra_inputs=(bias,),
+    return matmul_body(cfg, M, N, K, dtype, transposed=True, extra_inputs=(bias,),
                         epilogue=lambda C: topi_conv.bias_gelu(C, bias))

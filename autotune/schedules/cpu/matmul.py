@@ -93,7 +93,7 @@ UNROLL_K = (1, 2, 4, 8, 16)
 
 
 def define_matmul_knobs(cfg, M: int, N: int, K: int, dtype: str, transposed: bool, panel: int | None = None) -> None:
-    """The knobs of `_matmul_body`, each with its rule's value first (the default config):
+    """The knobs of `matmul_body`, each with its rule's value first (the default config):
 
     tile_x = 2 x lanes (two vectors per row of the register tile); tile_y = [-1, blocks, rows]
     with rows the most that keep rows x tile_x/lanes accumulators within 3/4 of the vector
@@ -160,7 +160,7 @@ def _product(cfg, M: int, N: int, K: int, dtype: str, transposed: bool, epilogue
     return _Product(A, B, C, epilogue(view), packed, view)
 
 
-def _matmul_body(cfg, M: int, N: int, K: int, dtype: str, transposed: bool = False, epilogue=None,
+def matmul_body(cfg, M: int, N: int, K: int, dtype: str, transposed: bool = False, epilogue=None,
                  extra_inputs=(), panel: int | None = None):
     """Shared by matmul and dense: the packed/unpacked product with a tiled, tunable schedule.
 
@@ -217,7 +217,7 @@ def matmul_template(cfg, M: int, N: int, K: int, dtype: str = "float32"):
     (W of dense always);
     threads when the product has >= 2^15 vector multiply-adds and the target more than one core.
     """
-    return _matmul_body(cfg, M, N, K, dtype)
+    return matmul_body(cfg, M, N, K, dtype)
 
 
 def _dense_reference(x, w, bias, **_):
@@ -239,7 +239,7 @@ def dense_template(cfg, M: int, N: int, K: int, dtype: str = "float32"):
     def epilogue(C):
         return te.compute((M, N), lambda i, j: te.maximum(C[i, j] + bias[j], te.const(0, dtype)), name="Y")
 
-    return _matmul_body(cfg, M, N, K, dtype, transposed=True, epilogue=epilogue, extra_inputs=(bias,))
+    return matmul_body(cfg, M, N, K, dtype, transposed=True, epilogue=epilogue, extra_inputs=(bias,))
 
 
 def _packed_matmul_reference(a, bp, *, N, **_):
@@ -258,7 +258,7 @@ def matmul_packed_template(cfg, M: int, N: int, K: int, panel: int, dtype: str =
     has >= 2^15 vector multiply-adds and the target more than one core.
     """
     check_panel("matmul_packed", panel)
-    return _matmul_body(cfg, M, N, K, dtype, panel=panel)
+    return matmul_body(cfg, M, N, K, dtype, panel=panel)
 
 
 def _packed_dense_reference(x, wp, bias, *, N, **_):
@@ -281,4 +281,4 @@ def dense_packed_template(cfg, M: int, N: int, K: int, panel: int, dtype: str = 
     def epilogue(C):
         return te.compute((M, N), lambda i, j: te.maximum(C[i, j] + bias[j], te.const(0, dtype)), name="Y")
 
-    return _matmul_body(cfg, M, N, K, dtype, transposed=True, epilogue=epilogue, extra_inputs=(bias,), panel=panel)
+    return matmul_body(cfg, M, N, K, dtype, transposed=True, epilogue=epilogue, extra_inputs=(bias,), panel=panel)

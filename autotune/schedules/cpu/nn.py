@@ -63,7 +63,7 @@ def partial_sums(cfg, dtype: str, n: int) -> int:
     return closest(2 * width if n >= 8 * width else width if n >= width else 1, PARTIALS)
 
 
-def _row_knobs(cfg, M: int, N: int, dtype: str) -> None:
+def row_knobs(cfg, M: int, N: int, dtype: str) -> None:
     """Rules: tile_j the vector tile of a row (`rules.vector_tile`), `partial_sums` lanes, rows
     in parallel when there are >= 2 and `rules.worth_threads` says so for M x N."""
     tile = closest(vector_tile(cfg, dtype, N), ROW_TILES)
@@ -129,10 +129,10 @@ def log_softmax_reference(x: np.ndarray, **_: Any) -> np.ndarray:
 def softmax_template(cfg, M: int, N: int, dtype: str = "float32"):
     """Row max, exp, row sum and scaling in one pass per row (stats at the row loop).
 
-    Default: the row rules (`_row_knobs`); exp stored when a row fits in half of L2 (read back
+    Default: the row rules (`row_knobs`); exp stored when a row fits in half of L2 (read back
     from cache instead of recomputed), else recomputed."""
     _check_rows("softmax", M, N)
-    _row_knobs(cfg, M, N, dtype)
+    row_knobs(cfg, M, N, dtype)
     cfg.define_knob("store_exp", first(int(N * dtype_info(dtype).bytes <= cpu_facts(cfg).l2_bytes // 2), [0, 1]))
     X = te.placeholder((M, N), dtype, name="X")
     Y = topi_nn.softmax(X, lanes=cfg["lanes"].val, store_exp=bool(cfg["store_exp"].val))
@@ -142,9 +142,9 @@ def softmax_template(cfg, M: int, N: int, dtype: str = "float32"):
 @template("log_softmax", reference=log_softmax_reference, description="log_softmax over the rows of X (M x N), fused")
 def log_softmax_template(cfg, M: int, N: int, dtype: str = "float32"):
     """x - max - log(sum(exp(x - max))) with the row statistics at the row loop. Default: the row rules
-    (`_row_knobs`)."""
+    (`row_knobs`)."""
     _check_rows("log_softmax", M, N)
-    _row_knobs(cfg, M, N, dtype)
+    row_knobs(cfg, M, N, dtype)
     X = te.placeholder((M, N), dtype, name="X")
     Y = topi_nn.log_softmax(X, lanes=cfg["lanes"].val)
     return _rowwise(cfg, Y), [X, Y]
@@ -166,10 +166,10 @@ def rms_norm_reference(x, gamma, eps: float = 1e-6, **_: Any) -> np.ndarray:
           description="layer norm over the rows of X (M x N), gamma/beta (N,); eps a float")
 def layer_norm_template(cfg, M: int, N: int, eps: float = 1e-5, dtype: str = "float32"):
     """Row mean, then row variance (two passes over the cached row), then the affine output. Default: the row rules
-    (`_row_knobs`)."""
+    (`row_knobs`)."""
     _check_rows("layer_norm", M, N)
     e = _eps(eps, "layer_norm")
-    _row_knobs(cfg, M, N, dtype)
+    row_knobs(cfg, M, N, dtype)
     X = te.placeholder((M, N), dtype, name="X")
     gamma = te.placeholder((N,), dtype, name="gamma")
     beta = te.placeholder((N,), dtype, name="beta")
@@ -181,10 +181,10 @@ def layer_norm_template(cfg, M: int, N: int, eps: float = 1e-5, dtype: str = "fl
           description="RMS norm over the rows of X (M x N), gamma (N,); eps a float")
 def rms_norm_template(cfg, M: int, N: int, eps: float = 1e-6, dtype: str = "float32"):
     """Row mean of squares, then x * rsqrt(ms + eps) * gamma. Default: the row rules
-    (`_row_knobs`)."""
+    (`row_knobs`)."""
     _check_rows("rms_norm", M, N)
     e = _eps(eps, "rms_norm")
-    _row_knobs(cfg, M, N, dtype)
+    row_knobs(cfg, M, N, dtype)
     X = te.placeholder((M, N), dtype, name="X")
     gamma = te.placeholder((N,), dtype, name="gamma")
     Y = topi_nn.rms_norm(X, gamma, e, lanes=cfg["lanes"].val)
@@ -253,7 +253,7 @@ def instance_norm_template(cfg, shape: Any, eps: float = 1e-5, dtype: str = "flo
     """Per (n, c) plane, in parallel: the plane's mean and variance at the plane loop (two passes
     over the plane, from cache), then the affine output, vectorized along the last spatial axis.
 
-    Default: the row rules of `_row_knobs` with the plane as the row: tile_j the vector tile of
+    Default: the row rules of `row_knobs` with the plane as the row: tile_j the vector tile of
     the last spatial axis, planes in parallel when there are >= 2 and `rules.worth_threads` says
     so for the whole tensor."""
     dims = as_shape(shape, "instance_norm", "shape")
