@@ -200,13 +200,15 @@ def profile(model_path: str, inputs: tuple[str, ...], shapes: tuple[str, ...], r
     """Per-kernel time, share, GFLOP/s or GB/s and provenance: where the model's time goes."""
     from .graph.executor import CompiledModel
 
+    if plot and not os.path.isdir(os.path.dirname(os.path.abspath(plot))):
+        raise CLIError(f"--plot {clip(plot)!r}: no such directory")
     feeds = parse_inputs(inputs)
     bound = {**parse_shapes(shapes), **{k: tuple(a.shape) for k, a in feeds.items()}}
     m = CompiledModel(load_graph(model_path, bound), db=db, target=target)
     try:
         prof = m.profile(feeds or None, repeat=repeat, plot=plot)
-    except ImportError as exc:
-        raise CLIError(str(exc)) from None
+    except (ImportError, OSError) as exc:
+        raise CLIError(f"--plot {clip(str(plot))!r}: {exc}") from None
     if as_json:
         return emit_json({"kernel_ms": prof.total_seconds * 1e3, "run_ms": prof.run_seconds * 1e3,
                           "repeat": repeat, "kernels": prof.rows()})

@@ -51,11 +51,15 @@ def _as_model(model: Any) -> Any:
 
     if isinstance(model, onnx.ModelProto):
         return model
-    if isinstance(model, bytes):
-        return onnx.load_from_string(model)
-    if isinstance(model, (str, os.PathLike)):
-        return onnx.load(os.fspath(model))
-    raise TypeError(f"onnx.load: expected a path, an onnx.ModelProto or bytes, got {type(model).__name__}")
+    if not isinstance(model, (bytes, str, os.PathLike)):
+        raise TypeError(f"onnx.load: expected a path, an onnx.ModelProto or bytes, got {type(model).__name__}")
+    what = "the bytes given" if isinstance(model, bytes) else repr(os.fspath(model))
+    try:
+        return onnx.load_from_string(model) if isinstance(model, bytes) else onnx.load(os.fspath(model))
+    except OSError as e:
+        raise ValueError(f"onnx.load: cannot read {what}: {e.strerror or e}") from None
+    except Exception as e:  # noqa: BLE001  (protobuf's DecodeError and kin: not an ONNX model)
+        raise ValueError(f"onnx.load: cannot parse {what} as an ONNX model ({type(e).__name__}: {e})") from None
 
 
 def _check_opset(model: Any) -> None:

@@ -44,12 +44,16 @@ def assert_usage_error(p, fragment):
     (["model", "run", "{model}", "--input", "x=absent.npy"], "--input x: no such file 'absent.npy'"),
     (["model", "run", "{model}", "--input", "x={text}"], "--input x: cannot read"),
     (["model", "run", "{model}", "--repeat", "0"], "Invalid value for '--repeat'"),
+    (["model", "inspect", "{model}"], "cannot parse '{model}' as an ONNX model"),        # not protobuf at all
+    (["tune-model", "{model}", "--db", "{db}"], "cannot parse '{model}' as an ONNX model"),
+    (["tune-model", "{model}", "--time-budget", "-5m"], "--time-budget '-5m': expected a positive duration"),
+    (["model", "profile", "{model}", "--plot", "{model}/no/p.png"], "': no such directory"),   # the path is clipped
 ])
 def test_bad_arguments_exit_2_with_one_line(args, fragment, tmp_path):
     (tmp_path / "m.onnx").write_bytes(b"not read: the arguments fail first")
     (tmp_path / "t.txt").write_text("not an array")
-    names = {"model": str(tmp_path / "m.onnx"), "text": str(tmp_path / "t.txt")}
-    assert_usage_error(cli(*[a.format(**names) for a in args]), fragment)
+    names = {"model": str(tmp_path / "m.onnx"), "text": str(tmp_path / "t.txt"), "db": str(tmp_path / "t.db")}
+    assert_usage_error(cli(*[a.format(**names) for a in args]), fragment.format(**names))
 
 
 def test_inspect_reports_each_kernel_with_its_nodes_and_provenance(env):
