@@ -87,20 +87,20 @@ def inspect_graph(graph: Any, db: Any = None, target: str = "llvm", fuse: bool =
 
     ops = dict(graph.op_counts().most_common())
     graph, groups = prepare_graph(graph, target, db, fuse=fuse)
-    uses = Counter((n.op, repr(sorted(n.params.items())), n.dtype) for n in graph.nodes if not n.is_view)
     kernels, keys = [], {}
-    for op, params, dtype in graph.kernels():
-        task, provenance = lookup(op, target=target, db=db, dtype=dtype, **params)
-        keys[(op, repr(sorted(params.items())))] = task.workload_key
-        kernels.append({"op": op, "params": params, "dtype": dtype, "workload": task.workload_key,
-                        "nodes": uses[(op, repr(sorted(params.items())), dtype)], "provenance": provenance})
+    for key, nodes in graph.kernel_uses().items():
+        n = nodes[0]
+        task, provenance = lookup(n.op, target=target, db=db, dtype=n.dtype, **n.params)
+        keys[key] = task.workload_key
+        kernels.append({"op": n.op, "params": n.params, "dtype": n.dtype, "workload": task.workload_key,
+                        "nodes": len(nodes), "provenance": provenance})
     kinds = Counter(k["provenance"].split(":", 1)[0] for k in kernels)
     report = {"graph": graph.name, "inputs": [_sig(v) for v in graph.inputs],
               "outputs": [_sig(v) for v in graph.outputs], "ops": ops, "kernels": kernels,
               "provenance": {p: kinds.get(p, 0) for p in ("tuned", "nearest", "default")}}
     if groups is not None:
         report["groups"] = [{"nodes": list(g.nodes), "ops": list(g.ops), "how": g.how,
-                             "task": keys[(g.kernel.op, repr(sorted(g.kernel.params.items())))]} for g in groups]
+                             "task": keys[g.kernel.kernel_key]} for g in groups]
     return report
 
 
@@ -199,16 +199,19 @@ def profile(model_path: str, inputs: tuple[str, ...], shapes: tuple[str, ...], r
             top: int, db: str | None, target: str, as_json: bool) -> None:
     """Per-kernel time, share, GFLOP/s or GB/s and provenance: where the model's time goes."""
     from .graph.executor import CompiledModel
+    from .graph.profile import plot_profile
 
     if plot and not os.path.isdir(os.path.dirname(os.path.abspath(plot))):
         raise CLIError(f"--plot {clip(plot)!r}: no such directory")
     feeds = parse_inputs(inputs)
     bound = {**parse_shapes(shapes), **{k: tuple(a.shape) for k, a in feeds.items()}}
     m = CompiledModel(load_graph(model_path, bound), db=db, target=target)
-    try:
-        prof = m.profile(feeds or None, repeat=repeat, plot=plot)
-    except (ImportError, OSError) as exc:
-        raise CLIError(f"--plot {clip(str(plot))!r}: {exc}") from None
+    prof = m.profile(feeds or None, repeat=repeat)
+    if plot:
+        try:
+            plot_profile(prof, plot, m.graph.name)
+        except (ImportError, OSError) as exc:
+            raise CLIError(f"--plot {clip(plot)!r}: {exc}") from None
     if as_json:
         return emit_json({"kernel_ms": prof.total_seconds * 1e3, "run_ms": prof.run_seconds * 1e3,
                           "repeat": repeat, "kernels": prof.rows()})

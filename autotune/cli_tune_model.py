@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import math
 import re
+from collections.abc import Mapping
 from typing import Any
 
 import click
@@ -35,7 +36,7 @@ def _ms(seconds: float | None) -> str:
     return "-" if seconds is None or not math.isfinite(seconds) else f"{seconds * 1e3:.3f}"
 
 
-def _table(tasks: Any, best: dict[str, float], done: dict[str, int], caption: str) -> Any:
+def _table(tasks: Any, best: Mapping[str, float], done: Mapping[str, int], caption: str) -> Any:
     from rich.table import Table
 
     table = Table("task", "weight", "trials", "best ms", "x weight ms", caption=caption)
@@ -70,28 +71,23 @@ def tune_model(model_path: str, shapes: tuple[str, ...], trials: int, time_budge
     """Tune every kernel of MODEL (ONNX) under one budget; compile_model then runs them tuned."""
     from tuning_db import TuningDB
 
-    from .graph.tuning import estimated_latency, model_tasks, tune_model as run_tuning
+    from .graph.tuning import tune_model as run_tuning
 
     budget = parse_budget(time_budget)
     graph = load_graph(model_path, parse_shapes(shapes))
     database = TuningDB(db)
-    tasks = model_tasks(graph, target, database)
-    best: dict[str, float] = {}
-    done: dict[str, int] = {}
     with StopOnInterrupt() as stop, _live(as_json) as live:
         def show(p: Any) -> None:
-            best.update(p.best_seconds)
-            done[p.latest.task.workload_key] = p.latest.trials_done
             if live is not None:
-                live.update(_table(tasks, best, done, _caption(p.estimated_seconds, p.trials_done, trials,
-                                                                p.elapsed)))
+                live.update(_table(p.tasks, p.best_seconds, p.trials, _caption(p.estimated_seconds, p.trials_done,
+                                                                                trials, p.elapsed)))
             stop.check()
 
         result = run_tuning(graph, trials=trials, db=database, target=target, time_budget=budget, tuner=tuner,
                             seed=seed, transfer=transfer, callbacks=[show], cluster=cluster)
     best = {r.workload_key: r.best_seconds for r in result.results}
     done = {r.workload_key: r.trials for r in result.results}
-    estimate = estimated_latency(result.tasks, best)
+    estimate = result.estimated_seconds
     summary = {"model": model_path, "db": str(database.url), "tasks": [
         {"workload": t.task.workload_key, "weight": t.weight, "nodes": list(t.nodes), "trials": r.trials,
          "errors": r.errors, "best_ms": r.best_seconds * 1e3 if math.isfinite(r.best_seconds) else None}

@@ -35,9 +35,9 @@ class Fusion:
     graph: Graph
     groups: list[FusedGroup]
 
-    def tasks(self) -> Counter[tuple[str, str]]:
-        """Each distinct kernel (op, parameters) with its weight: how many groups run it."""
-        return Counter((g.kernel.op, repr(sorted(g.kernel.params.items()))) for g in self.groups)
+    def tasks(self) -> Counter[tuple[str, str, str]]:
+        """Each distinct kernel (`Node.kernel_key`) with its weight: how many groups run it."""
+        return Counter(g.kernel.kernel_key for g in self.groups)
 
 
 def fuse(graph: Graph) -> Fusion:

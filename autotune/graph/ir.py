@@ -57,6 +57,11 @@ class Node:
     def is_view(self) -> bool:
         return self.op == VIEW
 
+    @property
+    def kernel_key(self) -> tuple[str, str, str]:
+        """What identifies the kernel the node runs (op, parameters, dtype): equal keys, one kernel."""
+        return self.op, repr(sorted(self.params.items())), self.dtype
+
 
 @dataclass
 class Graph:
@@ -75,13 +80,18 @@ class Graph:
         except KeyError:
             raise ValueError(f"graph {self.name!r}: no value named {name!r}") from None
 
-    def kernels(self) -> list[tuple[str, dict[str, Any], str]]:
-        """The distinct (op, params, dtype) the graph needs kernels for, in first-use order."""
-        seen: dict[str, tuple[str, dict[str, Any], str]] = {}
+    def kernel_uses(self) -> dict[tuple[str, str, str], list[Node]]:
+        """The kernel nodes by `Node.kernel_key`, in first-use order: the distinct kernels the
+        graph needs and the nodes that run each."""
+        uses: dict[tuple[str, str, str], list[Node]] = {}
         for n in self.nodes:
             if not n.is_view:
-                seen.setdefault(f"{n.op}|{sorted(n.params.items())!r}|{n.dtype}", (n.op, n.params, n.dtype))
-        return list(seen.values())
+                uses.setdefault(n.kernel_key, []).append(n)
+        return uses
+
+    def kernels(self) -> list[tuple[str, dict[str, Any], str]]:
+        """The distinct (op, params, dtype) the graph needs kernels for, in first-use order."""
+        return [(ns[0].op, ns[0].params, ns[0].dtype) for ns in self.kernel_uses().values()]
 
     def op_counts(self) -> Counter[str]:
         return Counter(n.op for n in self.nodes)

@@ -32,14 +32,18 @@ class ModelTask:
 
 @dataclass(frozen=True)
 class ModelProgress:
-    """Passed to `tune_model` callbacks after every batch: the batch's task progress and every
-    task's best time so far (inf: none measured yet)."""
+    """Passed to `tune_model` callbacks after every batch: the batch's task progress, every
+    task's best time so far (inf: none measured yet) and its trials so far."""
 
     latest: Progress
     tasks: tuple[ModelTask, ...]
     best_seconds: Mapping[str, float]          # by workload key
-    trials_done: int
+    trials: Mapping[str, int]                  # by workload key, over the whole job
     elapsed: float
+
+    @property
+    def trials_done(self) -> int:
+        return sum(self.trials.values())
 
     @property
     def estimated_seconds(self) -> float | None:
@@ -73,15 +77,8 @@ def estimated_latency(tasks: Sequence[ModelTask], best: Mapping[str, float]) -> 
 def model_tasks(graph: Graph, target: str = "llvm", db: Any = None) -> list[ModelTask]:
     """The model's distinct kernels as tasks, in first-use order, weighted by their node count."""
     prepared, _ = prepare_graph(graph, target, db)
-    found: dict[tuple[str, str, str], tuple[Task, list[str]]] = {}
-    for n in prepared.nodes:
-        if n.is_view:
-            continue
-        key = (n.op, repr(sorted(n.params.items())), n.dtype)
-        if key not in found:
-            found[key] = (create_task(n.op, target=target, dtype=n.dtype, **n.params), [])
-        found[key][1].append(n.name)
-    return [ModelTask(task, len(nodes), tuple(nodes)) for task, nodes in found.values()]
+    return [ModelTask(create_task(ns[0].op, target=target, dtype=ns[0].dtype, **ns[0].params), len(ns),
+                      tuple(n.name for n in ns)) for ns in prepared.kernel_uses().values()]
 
 
 def _as_graph(model: Any, shapes: Mapping[str, tuple[int, ...]] | None) -> Graph:
@@ -120,7 +117,7 @@ def tune_model(model: Any, trials: int = 1000, db: Any = None, target: str = "ll
     def report(p: Progress) -> None:
         key = p.task.workload_key
         best[key], done[key] = p.best_seconds, before.get(key, 0) + p.trials_done
-        progress = ModelProgress(p, tasks, dict(best), sum(done.values()), time.monotonic() - start)
+        progress = ModelProgress(p, tasks, dict(best), dict(done), time.monotonic() - start)
         for cb in callbacks:
             cb(progress)
         if time_budget is not None and progress.elapsed >= time_budget:

@@ -22,10 +22,6 @@ class PackedWeight:
     N: int
     panel: int
 
-    @property
-    def dtype(self) -> np.dtype:
-        return self.data.dtype
-
 
 def pack_weight(w: np.ndarray, transposed: bool = False, panel: int | None = None,
                 target: str = "llvm") -> PackedWeight:

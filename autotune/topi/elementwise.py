@@ -227,14 +227,15 @@ def _divide(a: Expr, b: Expr) -> Expr:
 
 def divide_reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """numpy's true division for floats; for integers what `_divide` computes (0 for a zero divisor)."""
-    if np.result_type(a, b).kind == "f":
+    dtype = np.result_type(a, b)
+    if dtype.kind == "f":
         return np.true_divide(a, b)
     with np.errstate(all="ignore"):
-        safe = np.where(b == 0, 1, b).astype(np.result_type(a, b))
+        safe = np.where(b == 0, 1, b).astype(dtype)
         q, r = np.floor_divide(a, safe), np.remainder(a, safe)
-        if np.result_type(a, b).kind == "i":
+        if dtype.kind == "i":
             q = q + ((r != 0) & ((a < 0) != (b < 0)))
-        return np.where(b == 0, 0, q).astype(np.result_type(a, b))
+        return np.where(b == 0, 0, q).astype(dtype)
 
 
 div = _binary("div", _divide)

@@ -83,7 +83,7 @@ def _packed_b(B: te.Tensor, N: int, K: int, bn: int, dtype: str, transposed: boo
         col = te.minimum(x * bn + z, N - 1)
         return te.if_then_else(x * bn + z < N, B[col, y] if transposed else B[y, col], te.const(0, dtype))
 
-    return te.compute((-(-N // bn), K, bn), elem, name="packedB")
+    return te.compute((panel_count(N, bn), K, bn), elem, name="packedB")
 
 
 COLUMNS = PANEL_WIDTHS                          # tile_x: columns of a register tile (and of a B panel)
@@ -161,7 +161,7 @@ def _product(cfg, M: int, N: int, K: int, dtype: str, transposed: bool, epilogue
 
 
 def matmul_body(cfg, M: int, N: int, K: int, dtype: str, transposed: bool = False, epilogue=None,
-                 extra_inputs=(), panel: int | None = None):
+                extra_inputs=(), panel: int | None = None):
     """Shared by matmul and dense: the packed/unpacked product with a tiled, tunable schedule.
 
     `epilogue(C)` returns the output computed from C elementwise (bias, activation): C is then

@@ -13,7 +13,7 @@ import numpy as np
 
 from ...dtype import dtype_info
 from ...target import Target
-from .rules import closest
+from .rules import two_vectors
 
 PANEL_WIDTHS = (8, 16, 24, 32, 48, 64, 96, 128)   # the matmul template's tile_x columns
 
@@ -29,7 +29,7 @@ def check_panel(op: str, panel: int) -> None:
 
 def default_panel(target: Target, dtype: str) -> int:
     """The rule's panel: two vectors of the target (the matmul template's default tile_x)."""
-    return closest(2 * target.cpu.lanes(dtype_info(dtype).bytes), PANEL_WIDTHS)
+    return two_vectors(target.cpu.lanes(dtype_info(dtype).bytes), PANEL_WIDTHS)
 
 
 def pack_panels(weight: np.ndarray, panel: int, transposed: bool = False) -> np.ndarray:

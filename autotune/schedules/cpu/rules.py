@@ -88,13 +88,18 @@ def ascending_first(chosen: Any, values: Sequence[Any]) -> list[Any]:
     return first(chosen, sorted(values))
 
 
+def two_vectors(width: int, columns: Sequence[int]) -> int:
+    """The register tile's columns: the option closest to two vectors of `width` lanes."""
+    return closest(2 * width, columns)
+
+
 def register_tile(cfg: Any, dtype: str, M: int, columns: Sequence[int], rows: Sequence[int],
                   unrolls: Sequence[int]) -> tuple[int, int, int]:
     """(columns, rows, k unroll) of the register tile by rule: two vectors of columns, the most
     rows (<= M) whose accumulators fit in 3/4 of the vector registers, and k unrolled so that a
     step issues about FMAS_PER_STEP vector multiply-adds."""
     width = lanes(cfg, dtype)
-    bn = closest(2 * width, columns)
+    bn = two_vectors(width, columns)
     vectors = max(1, bn // width)
     r = largest_fitting(rows, lambda x: x * vectors <= accumulators(cfg) and x <= M)
     return bn, r, closest(FMAS_PER_STEP / (r * vectors), unrolls)
