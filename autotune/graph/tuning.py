@@ -102,7 +102,8 @@ def tune_model(model: Any, trials: int = 1000, db: Any = None, target: str = "ll
     if time_budget is not None and (isinstance(time_budget, bool) or not isinstance(time_budget, (int, float))
                                     or not time_budget > 0):
         raise ValueError(f"tune_model: time_budget must be a positive number of seconds, got {time_budget!r}")
-    from ..search.tune import check_tune_args, tune_tasks
+    from ..measure.types import MeasureOptions
+    from ..search.tune import check_tune_args, make_measurer, tune_tasks
 
     check_tune_args(trials, batch_size or 1, seed)
     graph = _as_graph(model, shapes)
@@ -123,16 +124,23 @@ def tune_model(model: Any, trials: int = 1000, db: Any = None, target: str = "ll
         if time_budget is not None and progress.elapsed >= time_budget:
             raise StopTuning()
 
+    options = measure_option or MeasureOptions()
+    meas = make_measurer(options, measurer, cluster, [t.task for t in tasks])   # one for both phases
+
     def phase(budget: int, size: int) -> list[TuneResult]:
         return tune_tasks([t.task for t in tasks], [float(t.weight) for t in tasks], budget, tuner, db=db,
-                          seed=seed, callbacks=[report], measure_option=measure_option, batch_size=size,
-                          measurer=measurer, transfer=transfer, cluster=cluster)
+                          seed=seed, callbacks=[report], measure_option=options, batch_size=size,
+                          measurer=meas, transfer=transfer)
 
-    results = phase(min(trials, len(tasks)), 1)
-    if trials > len(tasks) and not any(r.interrupted for r in results):
-        before.update((r.workload_key, r.trials) for r in results)
-        size = batch_size or max(1, min(16, trials // (2 * len(tasks))))
-        results = [_joined(a, b) for a, b in zip(results, phase(trials - len(tasks), size))]
+    try:
+        results = phase(min(trials, len(tasks)), 1)
+        if trials > len(tasks) and not any(r.interrupted for r in results):
+            before.update((r.workload_key, r.trials) for r in results)
+            size = batch_size or max(1, min(16, trials // (2 * len(tasks))))
+            results = [_joined(a, b) for a, b in zip(results, phase(trials - len(tasks), size))]
+    finally:
+        if measurer is None:
+            meas.close()
     return ModelTuneResult(tasks, tuple(results), time.monotonic() - start, any(r.interrupted for r in results))
 
 

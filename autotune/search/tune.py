@@ -98,7 +98,7 @@ def _resume(task: Task, tuner: str, database: Any, seed: int | None, transfer: b
     return strategy, database.best(task.workload_key, task.target_key)
 
 
-def _measurer(options: MeasureOptions, measurer: Any, cluster: str | None, tasks: Sequence[Task]) -> Any:
+def make_measurer(options: MeasureOptions, measurer: Any, cluster: str | None, tasks: Sequence[Task]) -> Any:
     """The caller's measurer, or a new one: on this machine, or on the cluster at `cluster`, once
     it is known to have a node of every task's target (else nothing is started or recorded)."""
     if measurer is not None:
@@ -140,7 +140,7 @@ def tune(task: Task, trials: int = 64, tuner: str = "xgb", db: Any = None, early
     strategy, best_prev = _resume(task, tuner, database, seed, transfer)
     own = measurer is None
     options = measure_option or MeasureOptions()
-    meas = _measurer(options, measurer, cluster, [task])
+    meas = make_measurer(options, measurer, cluster, [task])
     run_id = _start_run(database, task, tuner, trials, seed)
     lease_s = lease_seconds(options, batch_size)
     status, result, done = "failed", None, [0]
@@ -202,7 +202,7 @@ def tune_tasks(tasks: Sequence[Task], weights: Sequence[float] | None = None, tr
     upgrade(database)             # as in tune: records under legacy keys are resumed
     options = measure_option or MeasureOptions()
     own = measurer is None
-    meas = _measurer(options, measurer, cluster, tasks)
+    meas = make_measurer(options, measurer, cluster, tasks)
     states, runs = [], {}
     for task, w, name in zip(tasks, weights, tuners):
         strategy, best_prev = _resume(task, name, database, seed, transfer)
