@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, TypeGuard
+from typing import ClassVar, TypeGuard, cast
 
 from llvmlite import ir
 
@@ -66,6 +66,12 @@ _LLVM_INTRINSIC = {"sqrt": "sqrt", "fabs": "fabs", "floor": "floor", "ceil": "ce
 def _is_contiguous(index: Expr) -> TypeGuard[Ramp]:
     return (isinstance(index, Ramp) and isinstance(index.stride, Const)
             and index.stride.value == 1)
+
+
+def _is_short_stride(index: Expr) -> TypeGuard[Ramp]:
+    """A constant stride of 2 to MAX_LOAD_STRIDE: loaded as one span and shuffled, not gathered."""
+    return (isinstance(index, Ramp) and isinstance(index.stride, Const)
+            and 2 <= index.stride.value <= h.MAX_LOAD_STRIDE)
 
 
 class LLVMCodegen:
@@ -283,6 +289,10 @@ class LLVMCodegen:
         elif _is_contiguous(e.index):
             ptr = h.element_ptr(b, base, self.index(e.index.base), elem)
             value = h.load_vector(b, ptr, h.vector_of(elem, e.lanes), mask)
+        elif _is_short_stride(e.index) and e.lanes > 1:
+            ptr = h.element_ptr(b, base, self.index(e.index.base), elem)
+            stride = cast(Const, e.index.stride).value
+            value = h.load_strided(b, ptr, h.vector_of(elem, e.lanes), int(stride), mask)
         else:
             index = self.index(e.index)
             if mask is not None:    # masked-off lanes read element 0, which always exists

@@ -290,6 +290,28 @@ def load_vector(b: ir.IRBuilder, ptr: ir.Value, vty: ir.VectorType,
                           overload=[vty, PTR], ret=vty)
 
 
+MAX_LOAD_STRIDE = 4     # a span of (lanes - 1) * stride + 1 elements: at most 4 vectors' worth
+
+
+def load_strided(b: ir.IRBuilder, ptr: ir.Value, vty: ir.VectorType, stride: int,
+                 mask: ir.Value | None = None) -> ir.Value:
+    """Lane i reads ptr[i * stride]: the span from the first lane's element to the last one's
+    loaded at once (masked: only the lanes' elements enabled), then shuffled into lanes. A
+    gather would load each lane alone; the span never reads past the last lane's element."""
+    lanes = vty.count
+    span = (lanes - 1) * stride + 1
+    wide = vector_of(vty.element, span)
+    picks = ir.Constant(ir.VectorType(I32, lanes), [ir.Constant(I32, i * stride) for i in range(lanes)])
+    if mask is None:
+        return b.shuffle_vector(b.load(ptr, typ=wide, align=element_bytes(vty.element)),
+                                ir.Constant(wide, ir.Undefined), picks)
+    off = ir.Constant(mask.type, [ir.Constant(ir.IntType(1), 0)] * lanes)
+    spread = [ir.Constant(I32, i // stride if i % stride == 0 else lanes) for i in range(span)]
+    wide_mask = b.shuffle_vector(mask, off, ir.Constant(ir.VectorType(I32, span), spread))
+    loaded = load_vector(b, ptr, wide, wide_mask)
+    return b.shuffle_vector(loaded, ir.Constant(wide, ir.Undefined), picks)
+
+
 def store_vector(b: ir.IRBuilder, value: ir.Value, ptr: ir.Value, mask: ir.Value | None = None) -> None:
     align = ir.Constant(I32, element_bytes(value.type.element))
     if mask is None:

@@ -5,6 +5,7 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from autotune.codegen import BuiltFunction, build_module
 from autotune.errors import ArgumentError, BuildError
@@ -205,6 +206,32 @@ def test_predicated_gather_and_scatter():
     sel = sel[sel < 2 * n - 9]
     expect[sel] = a[sel] * 3
     np.testing.assert_allclose(out, expect, rtol=1e-6)
+
+
+@settings(max_examples=25, deadline=None)
+@given(stride=st.integers(2, 5), lanes=st.sampled_from([2, 4, 8, 16]), blocks=st.integers(1, 5),
+       offset=st.integers(0, 3), cut=st.integers(0, 40))
+def test_short_strided_loads_match_numpy(stride, lanes, blocks, offset, cut):
+    """Strides 2-4 load one span and shuffle it (stride 5 still gathers); the buffer ends at the
+    last lane's element, so a span reaching past it would read out of bounds; with a predicate
+    the masked-off lanes read nothing and give 0."""
+    n = blocks * lanes
+    size = offset + (n - 1) * stride + 1
+    A, B, P = Buffer("A", (size,), "float32"), Buffer("B", (n,), "float32"), Buffer("P", (n,), "float32")
+    i = Var("i")
+    out = Ramp(mul(i, c(lanes)), c(1), lanes)
+    src = Ramp(add(mul(i, c(lanes * stride)), c(offset)), c(stride), lanes)
+    keep = Compare(CmpOp.LT, out, Broadcast(c(n - cut), lanes))
+    body = loop(i, blocks, seq(Store(B, out, Load(A, src)), Store(P, out, Load(A, src, keep))))
+    f = build_module(PrimFunc("strided", (A, B, P), body))
+    a = rng.random(size, np.float32)
+    full, masked = np.zeros(n, np.float32), np.full(n, -1, np.float32)
+    f(a, full, masked)
+    expect = a[offset::stride][:n]
+    np.testing.assert_array_equal(full, expect)
+    np.testing.assert_array_equal(masked, np.where(np.arange(n) < n - cut, expect, 0))
+    span = f"<{(lanes - 1) * stride + 1} x float>"
+    assert (span in f.get_source("ll-raw")) == (stride <= 4)
 
 
 # ---- allocations ------------------------------------------------------------------------------
