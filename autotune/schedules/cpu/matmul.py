@@ -102,9 +102,11 @@ def define_matmul_knobs(cfg, M: int, N: int, K: int, dtype: str, transposed: boo
     tile_k = the unroll giving ~64 multiply-adds per unrolled step; B packed when M >= lanes
     (each packed element then feeds a vector of rows) and always for dense's W (N x K: unpacked,
     its columns would be strided gathers); threads when the product has >= 2^15 vector
-    multiply-adds and the target more than one core. Other values ascending (strings in a
-    fixed order). With B pre-packed in panels of `panel` columns, tile_x is the panel and there
-    is no pack_b knob; rows and unroll follow the rule for that width.
+    multiply-adds, or >= 2^15 elements of B (each read at least once: a matrix-vector product is
+    bound by reading B, not by its multiply-adds), and the target more than one core. Other
+    values ascending (strings in a fixed order). With B pre-packed in panels of `panel`
+    columns, tile_x is the panel and there is no pack_b knob; rows and unroll follow the rule
+    for that width.
     """
     width = lanes(cfg, dtype)
     bn, rows, unroll = register_tile(cfg, dtype, M, (panel,) if panel else COLUMNS, ROWS, UNROLL_K)
@@ -118,7 +120,7 @@ def define_matmul_knobs(cfg, M: int, N: int, K: int, dtype: str, transposed: boo
     cfg.define_split("tile_y", M, 3, policy="candidate", candidate=[[-1, *t] for t in tiles])
     cfg.define_split("tile_k", K, 2, policy="candidate", candidate=[[-1, f] for f in ascending_first(unroll, UNROLL_K)])
     cfg.define_knob("unroll_rows", [1, 0])
-    threads = worth_threads(cfg, M * N * K // width)
+    threads = worth_threads(cfg, max(M * N * K // width, N * K))
     cfg.define_knob("parallel", first("fused" if threads else "none", ["fused", "outer", "none"]))
 
 
