@@ -1,7 +1,8 @@
 """Compiled-kernel caches: an in-memory LRU and an on-disk store of object code.
 
 A second process gets a tuned kernel without compiling: the object code and its signature are
-stored under a key made of the workload, target, config and the autotune and LLVM versions. The
+stored under a key made of the workload, target, config, the LLVM version and a digest of
+autotune's own source (so an edited or upgraded compiler never runs a stale kernel). The
 directory is private to the user (0700), and every entry carries an HMAC made with a per-user
 secret (0600) over the entry format, the key it answers for, its signature and its object code,
 checked before the object is loaded: a corrupt, tampered or moved entry is rebuilt, never executed.
@@ -11,6 +12,7 @@ directory) is left as it is; the cache then lives in a private per-user subdirec
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import hmac
 import json
@@ -46,8 +48,20 @@ def cache_dir() -> Path:
 
 def entry_key(workload_key: str, target: str, config: dict) -> str:
     """Content key of a kernel: what it computes, where, how, and which compiler built it."""
-    text = json.dumps([workload_key, target, config, __version__, llvmlite.__version__], sort_keys=True)
+    text = json.dumps([workload_key, target, config, __version__, llvmlite.__version__, compiler_digest()],
+                      sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:40]
+
+
+@functools.cache
+def compiler_digest() -> str:
+    """sha256 of every source file of the autotune package: templates, passes and code generator
+    all decide the object code, and an editable install changes them without a version bump."""
+    root = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
 
 
 def _is_private(st: os.stat_result) -> bool:

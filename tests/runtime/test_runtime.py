@@ -111,6 +111,30 @@ def test_disk_cache_serves_a_second_process_without_compiling(env):
     assert p.stdout.strip() == "0"
 
 
+def test_an_edited_compiler_never_runs_a_cached_kernel(env, monkeypatch):
+    """The disk cache's key covers autotune's source: after an edit (an editable install changes
+    code without a version bump) the same workload and config compile again."""
+    from autotune import kernel_cache, runtime
+
+    db = str(env / "t.db")
+    _tuned(db, 40, 24, 16)
+    autotune.load("matmul", db=db, M=40, N=24, K=16)
+    compiled = []
+    monkeypatch.setattr(runtime, "compile_for", lambda *a, _orig=runtime.compile_for: compiled.append(1) or _orig(*a))
+    runtime.clear_caches()
+    autotune.load("matmul", db=db, M=40, N=24, K=16)
+    assert compiled == []                                       # served from the disk cache
+    source = kernel_cache.compiler_digest()
+    kernel_cache.compiler_digest.cache_clear()
+    monkeypatch.setattr(kernel_cache.Path, "read_bytes", lambda p, _orig=kernel_cache.Path.read_bytes:
+                        _orig(p) + (b"# edited" if p.name == "llvm.py" else b""))
+    assert kernel_cache.compiler_digest() != source
+    runtime.clear_caches()
+    autotune.load("matmul", db=db, M=40, N=24, K=16)
+    assert compiled == [1]
+    kernel_cache.compiler_digest.cache_clear()
+
+
 def test_tampered_cache_entry_is_rebuilt_not_executed(env):
     db = str(env / "t.db")
     _tuned(db, 40, 24, 16)
