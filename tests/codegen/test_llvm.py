@@ -15,6 +15,7 @@ from autotune.te.expr import (And, Binary, BinOp, Call, Cast, CmpOp, Compare, Co
                               Var)
 
 import os
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -506,3 +507,20 @@ def test_tiled_matmul_correct():
     out = np.zeros((m, n), np.float32)
     f(a, b, out)
     np.testing.assert_allclose(out, a @ b, rtol=1e-5)
+
+
+@pytest.mark.parametrize("user_env, expected", [
+    ({}, "1000"),                                   # bounded spinning by default
+    ({"GOMP_SPINCOUNT": "5"}, "5"),                 # the user's settings win
+    ({"OMP_WAIT_POLICY": "active"}, None),
+])
+def test_libgomp_spin_is_bounded_unless_the_user_says(user_env, expected):
+    """libgomp reads its environment once, when it loads: the JIT sets the spin count first."""
+    code = ("import os, autotune.codegen.jit as j\n"
+            "assert j.host().openmp\n"
+            "print(os.environ.get('GOMP_SPINCOUNT'))\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}
+    p = subprocess.run([sys.executable, "-c", code], env={**env, **user_env}, capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == str(expected)
