@@ -27,6 +27,7 @@ import numpy as np
 
 from ..interop import as_numpy, contiguous
 from ..runtime import Kernel, load
+from .index_checks import index_checks
 from .ir import Graph, Node, Value
 from .planner import ALIGN, ARENA, CONSTANT, OUTPUT, Plan, plan_buffers
 from .prepack import prepack_weights
@@ -95,6 +96,7 @@ class CompiledModel:
 
     def __init__(self, graph: Graph, db: Any = None, target: str = "llvm", prepack: bool = True,
                  fuse: bool = True) -> None:
+        self.index_checks = index_checks(graph)
         self.graph, self.groups = prepare_graph(graph, target, db, prepack, fuse)   # groups: None unfused
         graph = self.graph
         self.target = target
@@ -123,6 +125,8 @@ class CompiledModel:
     def run(self, feeds: Mapping[str, Any]) -> list[np.ndarray]:
         """The outputs, in the graph's order, for these inputs by name."""
         env = _check_feeds(self.graph, feeds)
+        for check in self.index_checks:
+            check(env)
         with self._lock:
             self._start_call(env)
             for _, step in self._steps:

@@ -135,7 +135,7 @@ def take(weight: np.ndarray, indices: Any, db: Any = None) -> np.ndarray:
         raise ValueError(f"take: argument indices holds {bad}, out of range for weight's {n} rows")
     if idx.size == 0:
         return np.empty(idx.shape + weight.shape[1:], weight.dtype)
-    flat = np.where(idx < 0, idx + n, idx).astype(np.int32).reshape(idx.shape or (1,))
+    flat = idx.astype(np.int32).reshape(idx.shape or (1,))       # the kernel counts negatives back
     kernel = load("take", db=db, dtype=dtype, weight_shape=weight.shape, indices_shape=flat.shape)
     out = kernel(np.ascontiguousarray(weight), np.ascontiguousarray(flat))
     return out.reshape(idx.shape + weight.shape[1:])

@@ -120,8 +120,9 @@ def strided_slice(x: te.Tensor, begin: Sequence[int], end: Sequence[int],
 
 def take(weight: te.Tensor, indices: te.Tensor) -> te.Tensor:
     """out[i..., j...] = weight[indices[i...], j...]: rows of `weight` (axis 0) picked by int32
-    `indices`. Out-of-range indices are clipped to [0, n - 1] (numpy's mode="clip"), so a bad
-    index never reads outside `weight`; `autotune.ops.take` rejects them before the call."""
+    `indices`, a negative one counting back from the end (numpy, ONNX Gather). Indices outside
+    [-n, n) are clipped to [0, n - 1], so a bad index never reads outside `weight`;
+    `autotune.ops.take` and a compiled model's input checks reject them before the call."""
     if indices.dtype != "int32":
         raise TypeError(f"take: indices must be int32, got {indices.dtype}")
     n = weight.shape[0]
@@ -129,7 +130,9 @@ def take(weight: te.Tensor, indices: te.Tensor) -> te.Tensor:
     k = indices.ndim
 
     def body(*i: Any) -> Expr:
-        row = te.minimum(te.maximum(indices[i[:k]], te.const(0, "int32")), te.const(n - 1, "int32"))
+        index = indices[i[:k]]
+        wrapped = te.if_then_else(index < 0, index + n, index)
+        row = te.minimum(te.maximum(wrapped, te.const(0, "int32")), te.const(n - 1, "int32"))
         return weight[(row, *i[k:])]
 
     return te.compute(shape, body, name="take", tag=INJECTIVE)

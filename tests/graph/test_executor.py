@@ -229,3 +229,26 @@ def test_random_dags_of_shared_buffers_compute_what_numpy_does(dag):
     for _ in range(2):                                  # the second call reuses every buffer
         for got, want in zip(m(x), vals[-n_outputs:]):
             np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def _embedding_model(rows=13, width=7, seq=5):
+    from onnx import TensorProto, helper, numpy_helper
+
+    table = rand(rows, width)
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["table", "ids"], ["emb"], axis=0),
+         helper.make_node("Relu", ["emb"], ["y"])],
+        "embedding", [helper.make_tensor_value_info("ids", TensorProto.INT64, [2, seq])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, seq, width])],
+        [numpy_helper.from_array(table, "table")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), table
+
+
+def test_gather_counts_negative_ids_back_and_rejects_ids_out_of_range():
+    model, table = _embedding_model()
+    m = compile_model(model)
+    ids = np.array([[0, -1, 12, -13, 3], [5, 6, -7, 8, 1]], np.int64)
+    np.testing.assert_array_equal(m(ids)[0], np.maximum(table[ids], 0))
+    for bad in (13, -14, 1 << 40):
+        with pytest.raises(ValueError, match=rf"input 'ids': index {bad} is out of range .* 13 entries"):
+            m(np.where(np.arange(5) == 2, bad, ids).astype(np.int64))

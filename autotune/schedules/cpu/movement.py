@@ -7,8 +7,9 @@ Shape parameters:
 - concat: `shape` (of the result), `axis`, `sizes` (each input's extent along `axis`; they sum
   to shape[axis]; 2 or more inputs).
 - slice: `shape`, `begin`, `end`, `step` (Python slice rules per dimension, negative allowed).
-- take: `weight_shape`, `indices_shape` (int32 indices into axis 0 of weight; out-of-range
-  indices are clipped, numpy's mode="clip"); embedding is take with (indices, weight).
+- take: `weight_shape`, `indices_shape` (int32 indices into axis 0 of weight; negative ones
+  count back from the end, the others out of range are clipped); embedding is take with
+  (indices, weight).
 - expand: `shape`, `out_shape` (numpy's broadcast_to, materialised: ONNX Expand).
 """
 from __future__ import annotations
@@ -136,7 +137,8 @@ def slice_template(cfg: Any, shape: Any, begin: Any, end: Any, step: Any, dtype:
 
 
 def _take_reference(weight: np.ndarray, indices: np.ndarray, **_: Any) -> np.ndarray:
-    return np.take(weight, indices, axis=0, mode="clip")
+    wrapped = np.where(indices < 0, indices + weight.shape[0], indices)
+    return np.take(weight, wrapped, axis=0, mode="clip")
 
 
 @template("take", reference=_take_reference,
