@@ -66,9 +66,10 @@ def host() -> _Host:
 # or GOMP_SPINCOUNT. Its default (300000, milliseconds of `pause`) is made for a machine of its
 # own: when another process holds a core, every join waits on a descheduled thread while the
 # other one spins out its time slice. ResNet-18 with one core taken by another process (2 cores,
-# 2 threads): 386 ms a run at the default, 34 at 10000, 23 at 1000, 20 passive; onnxruntime 40.
-# A short spin still covers the gap between two kernels of a model on an idle machine.
-GOMP_SPINCOUNT = "1000"
+# 2 threads): 386 ms a run at the default, 34 at 10000, 25 at 3000, 23 at 1000, 20 passive;
+# onnxruntime 40. Idle, a spin still has to cover the gap between two kernels of a model: 3000
+# and 10000 ran as fast as the default (12.0 ms), 1000 was 5% slower.
+GOMP_SPINCOUNT = "3000"
 
 
 def _load_openmp() -> bool:

@@ -510,7 +510,7 @@ def test_tiled_matmul_correct():
 
 
 @pytest.mark.parametrize("user_env, expected", [
-    ({}, "1000"),                                   # bounded spinning by default
+    ({}, "3000"),                                   # bounded spinning by default
     ({"GOMP_SPINCOUNT": "5"}, "5"),                 # the user's settings win
     ({"OMP_WAIT_POLICY": "active"}, None),
 ])
