@@ -120,11 +120,13 @@ def test_the_work_is_the_direct_convs_whichever_algorithm_leads(op, extra, C, F,
     assert task.flop == 2 * 2 * F * H * H * C * 9 + epilogue
 
 
-def test_a_strided_depthwise_conv_is_blocked_by_default():
-    """NCHW's vectors along the width would be strided gathers."""
-    task = autotune.create_task("conv2d_grouped", N=1, C=96, H=28, W=28, F=96, KH=3, KW=3, stride=2, padding=1,
-                                dilation=1, groups=96)
-    assert [e.val for e in task.config_space.knobs["algorithm"].entities] == ["nchwc", "nchw"]
+@pytest.mark.parametrize("stride, algorithms", [(2, ["nchw", "nchwc"]), (4, ["nchw", "nchwc"]), (5, ["nchwc", "nchw"])])
+def test_a_strided_depthwise_conv_is_nchw_by_default_while_its_loads_are_shuffled_spans(stride, algorithms):
+    """With a stride of at most 4, NCHW's vectors along the width are spans and shuffles; above,
+    they would be gathers, and the blocked layout (also offered at stride 2) comes first."""
+    task = autotune.create_task("conv2d_grouped", N=1, C=96, H=28, W=28, F=96, KH=3, KW=3, stride=stride,
+                                padding=1, dilation=1, groups=96)
+    assert [e.val for e in task.config_space.knobs["algorithm"].entities] == algorithms
     assert "nchwc_ic_bn" not in task.config_space.knobs       # no channel reduction
 
 

@@ -20,10 +20,10 @@ accumulates over kh x kw only.
 
 APPLIES: groups == 1; grouped convs with at least MIN_GROUP_VECTOR filters per group (narrower
 groups would give a channel vector shorter than NCHW's vector along the width); depthwise convs
-with a stride. A stride-1 depthwise conv is left to "nchw": with 9 multiply-adds per output the
-two transposes cost more than the conv (MobileNet-V2's 144-channel 56x56 layer, one core:
-0.55 ms blocked, 0.19 ms NCHW's default); with a stride NCHW's vector loads along the width are
-strided gathers (its 96-channel 112x112 stride-2 layer: 0.58 ms blocked, 0.83 ms NCHW's best).
+with a stride (the tuner's alternative to "nchw", which the dispatcher puts first for them). A
+stride-1 depthwise conv is left to "nchw": with 9 multiply-adds per output the two transposes
+cost more than the conv (MobileNet-V2's 144-channel 56x56 layer, one core: 0.55 ms blocked,
+0.19 ms NCHW's default).
 
 Default rules (each knob's first value), with L the vector lanes of the dtype and R the vector
 registers of the target (32 with AVX-512, else 16):
