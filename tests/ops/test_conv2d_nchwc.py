@@ -130,6 +130,16 @@ def test_a_strided_depthwise_conv_is_nchw_by_default_while_its_loads_are_shuffle
     assert "nchwc_ic_bn" not in task.config_space.knobs       # no channel reduction
 
 
+@pytest.mark.parametrize("C, F, KH, stride, first", [
+    (144, 24, 1, 1, "gemm"), (37, 37, 1, 1, "gemm"),      # a 1x1 conv to at most its channels is a GEMM
+    (24, 144, 1, 1, "nchwc"), (144, 24, 1, 2, "nchwc"),   # widening, or strided: blocked
+    (144, 24, 3, 1, "winograd"),
+])
+def test_a_narrowing_pointwise_conv_defaults_to_gemm(C, F, KH, stride, first):
+    task = autotune.create_task("conv2d", N=1, C=C, H=29, W=29, F=F, KH=KH, KW=KH, stride=stride, padding=0)
+    assert task.config_space.knobs["algorithm"].entities[0].val == first
+
+
 def first_values(target_key, C, F, OW, KH=3, groups=1):
     g = conv_geometry("conv2d", C, F, (OW, OW), (KH, KH), 1, KH // 2, 1, groups)
     space = ConfigSpace(Target.from_key(target_key))

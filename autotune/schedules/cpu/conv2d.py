@@ -11,7 +11,12 @@ layer's arithmetic and data volumes:
               (`conv2d_winograd.multiply_saving`, kernel transform included): its input and output
               transforms run below GEMM speed and eat about half of the saving
   "gemm"      next when the weights outweigh the input (F*C/g*KH*KW > N*C*H*W, deep narrow layers):
-              it reads the weights in place, where "nchwc" repacks them on every call
+              it reads the weights in place, where "nchwc" repacks them on every call; and for
+              1x1 stride-1 convs to at most their input channels (MobileNet-V2's projections):
+              X is already the GEMM's operand, while the blocked layout's two transposes cost
+              about what the C multiply-adds per output do (2 threads: 144->24 channels at
+              56x56 0.133 ms GEMM, 0.250 blocked; 192->32 at 28x28 0.046 / 0.088; 37->53 at
+              45x45, widening, 0.050 / 0.080, left to the tuner)
   "nchwc"     blocked channels, vectorised along output channels: every output column is a
               full vector whatever the image width
   "gemm"      im2col panels through the matmul micro-kernel (when not placed above)
@@ -73,9 +78,15 @@ def algorithm_order(g: ConvGeometry, N: int) -> list[str]:
     if g.groups == g.in_channels == g.out_channels and max(g.stride) <= MAX_LOAD_STRIDE:
         names.insert(0, names.pop(names.index("nchw")))
     weights = g.out_channels * g.in_channels // g.groups * g.kernel[0] * g.kernel[1]
-    if "gemm" in names and names[0] != "winograd" and weights > N * g.in_channels * g.spatial[0] * g.spatial[1]:
+    heavy_weights = weights > N * g.in_channels * g.spatial[0] * g.spatial[1]
+    if "gemm" in names and names[0] != "winograd" and (heavy_weights or _narrowing_pointwise(g)):
         names.insert(0, names.pop(names.index("gemm")))
     return names
+
+
+def _narrowing_pointwise(g: ConvGeometry) -> bool:
+    """A 1x1 stride-1 conv of one group to at most its input channels: a GEMM as laid out."""
+    return g.kernel == (1, 1) and g.stride == (1, 1) and g.groups == 1 and g.out_channels <= g.in_channels
 
 
 def define_algorithms(cfg: Any, g: ConvGeometry, N: int, dtype: str) -> None:
