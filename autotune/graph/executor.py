@@ -10,7 +10,9 @@ arrays each call, never overwritten later) and runs the steps.
 
 Constants are passed to the kernels as they are, from memory, without a copy per call. Weights
 are transformed once, here: a matmul or dense whose weight is a constant reads it pre-packed
-(`prepack`), so no call repeats the packing the plain kernels do.
+(`prepack`), and any other kernel whose schedule transforms a constant input at root (a conv's
+blocked or Winograd weights) runs that transform once and reads its result (`hoist`), so no
+call repeats the packing the plain kernels do.
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ import numpy as np
 
 from ..interop import as_numpy, contiguous
 from ..runtime import Kernel, load
+from .hoist import HoistedWeights, hoist_weights, model_weights
 from .ir import Graph, Node, Value
 from .planner import ALIGN, ARENA, CONSTANT, OUTPUT, Plan, plan_buffers
 from .prepack import prepack_weights
@@ -48,7 +51,8 @@ def compile_model(graph_or_path: Any, db: Any = None, target: str = "llvm",
     """A model ready to run: a Graph is compiled as it is; a path, ONNX ModelProto or bytes goes
     through `autotune.frontend.onnx.load(model, shapes=shapes)` first. The compile-time passes
     (`prepare_graph`) pre-pack constant weights and, with `fuse`, group the nodes into fused
-    kernels; `prepack=False` / `fuse=False` turn them off."""
+    kernels; then the kernels' weight transforms run once (`hoist`). `prepack=False` turns off
+    the packing and the hoisting, `fuse=False` the fusion."""
     if isinstance(graph_or_path, Graph):
         graph = graph_or_path
         _check_shapes(graph, shapes or {})
@@ -100,8 +104,10 @@ class CompiledModel:
         self.target = target
         self.plan: Plan = plan_buffers(graph)
         self.kernels, self.load_warnings = _load_kernels(graph, target, db)
+        self.hoisted = hoist_weights(graph, self.kernels) if prepack else HoistedWeights()
+        self.weights = model_weights(graph, self.hoisted)      # every constant bound, hoisted ones included
         self.arena = _aligned_bytes(self.plan.arena_bytes)
-        self.buffers = _fixed_buffers(graph, self.plan, self.arena)
+        self.buffers = _fixed_buffers(graph, self.plan, self.arena, self.weights)
         self._steps = [(i, s) for i, s in ((i, self._step(i, n)) for i, n in enumerate(graph.nodes)) if s is not None]
         self._lock = threading.Lock()
 
@@ -173,7 +179,7 @@ class CompiledModel:
             n = self.graph.nodes[i]
             row = kernels.setdefault(k.workload_key, {"op": n.op, "params": dict(n.params), "dtype": n.dtype,
                                                       "workload": k.workload_key, "provenance": k.provenance,
-                                                      "nodes": 0})
+                                                      "hoisted": i in self.hoisted.funcs, "nodes": 0})
             row["nodes"] += 1
         provenance = Counter(_kind(k.provenance) for k in self.kernels.values())
         return {"graph": self.graph.name, "nodes": len(self.graph.nodes), "kernel_nodes": len(self.kernels),
@@ -188,8 +194,16 @@ class CompiledModel:
         p, g = self.plan, self.graph
         return {"arena_bytes": p.arena_bytes, "live_peak_bytes": p.live_peak_bytes,
                 "unshared_bytes": p.unshared_bytes,
-                "constant_bytes": sum(int(a.nbytes) for a in g.constants.values()),
+                "constant_bytes": sum(int(a.nbytes) for a in self.weights.values()),
                 "output_bytes": sum(g.value(r).nbytes for r, k in p.kinds.items() if k == OUTPUT)}
+
+    def node_call(self, index: int) -> tuple[Callable[..., None], tuple[str, ...]]:
+        """What kernel node `index` runs: its function and argument names (inputs, then outputs),
+        its kernel's or, when its weight transforms were hoisted, the variant's."""
+        if index in self.hoisted.funcs:
+            return self.hoisted.funcs[index], self.hoisted.args[index]
+        node = self.graph.nodes[index]
+        return self.kernels[index].func, node.inputs + node.outputs
 
     def _step(self, index: int, node: Node) -> _Step | _View | None:
         """A kernel node's step, bound when its arguments are all fixed memory; a view of per-call
@@ -197,12 +211,11 @@ class CompiledModel:
         if node.is_view:
             out = node.outputs[0]
             return None if out in self.buffers else _View(node.inputs[0], out, self.graph.value(out).shape)
-        kernel = self.kernels[index]
-        args = node.inputs + node.outputs
-        bind = getattr(kernel.func, "bind", None)
+        func, args = self.node_call(index)
+        bind = getattr(func, "bind", None)
         if bind is None or not all(a in self.buffers for a in args):
-            return _Step(kernel.func, args, None)
-        return _Step(kernel.func, args, bind(*[self.buffers[a] for a in args]))
+            return _Step(func, args, None)
+        return _Step(func, args, bind(*[self.buffers[a] for a in args]))
 
 
 @dataclass(frozen=True)
@@ -261,10 +274,10 @@ def _aligned_bytes(nbytes: int) -> np.ndarray:
     return raw[start:start + nbytes]
 
 
-def _fixed_buffers(graph: Graph, plan: Plan, arena: np.ndarray) -> dict[str, np.ndarray]:
-    """The arrays that are the same at every call: constants (C-contiguous, converted once),
+def _fixed_buffers(graph: Graph, plan: Plan, arena: np.ndarray, weights: dict[str, Any]) -> dict[str, np.ndarray]:
+    """The arrays that are the same at every call: the weights (C-contiguous, converted once),
     intermediates in the arena, and views of either."""
-    fixed = {name: contiguous(a) for name, a in graph.constants.items()}
+    fixed = {name: contiguous(a) for name, a in weights.items()}
     for r, offset in plan.offsets.items():
         v = graph.value(r)
         fixed[r] = arena[offset:offset + v.nbytes].view(v.dtype).reshape(v.shape)
