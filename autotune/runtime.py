@@ -8,12 +8,13 @@ read-only; kernels come from the memory LRU, else the disk cache, else a compile
 """
 from __future__ import annotations
 
+import functools
 import math
 import os
 import threading
 import warnings
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +54,13 @@ class Kernel:
     config: dict
     provenance: str            # "tuned", "nearest:<workload key>" or "default"
     gflops_expected: float | None
-    func: Any
+    build: Callable[[], Any] = field(repr=False)
+
+    @functools.cached_property
+    def func(self) -> Any:
+        """The compiled function, built on first use (`load` uses it at once; a model that runs
+        the kernel's `hoist` variant instead never builds it)."""
+        return self.build()
 
     def __call__(self, *inputs: Any, out: Any = None) -> Any:
         """Inputs are numpy arrays or any array with `__dlpack__` or `__array_interface__`, read
@@ -259,11 +266,19 @@ def _hoist(task: Task, index: int, consts: tuple[int, ...]) -> Hoisted | None:
 
 
 def load(op: str, target: str = "llvm", db: Any = None, dtype: str = "float32", **params: Any) -> Kernel:
-    """The best known kernel for `op` at these shape parameters (see the module docstring).
+    """The best known kernel for `op` at these shape parameters (see the module docstring),
+    compiled (or loaded from the disk cache).
 
     Resolved kernels are remembered per process (a repeated call costs a dict lookup);
     `clear_caches()` makes the next call consult the database again.
     """
+    kernel = resolve(op, target, db, dtype, **params)
+    kernel.func  # noqa: B018  (compiled here: a kernel that cannot be built fails its load)
+    return kernel
+
+
+def resolve(op: str, target: str = "llvm", db: Any = None, dtype: str = "float32", **params: Any) -> Kernel:
+    """`load`'s kernel, not yet compiled: its task, config and provenance (`func` compiles it)."""
     params = {name: _param_value(op, name, value) for name, value in params.items()}
     db_key = db if isinstance(db, (str, type(None))) else id(db)
     # with each value's type: M=64.0 must not find the kernel of M=64 (64.0 == 64), but fail as create_task would
@@ -333,5 +348,5 @@ def _resolve(op: str, target: str, db: Any, dtype: str, params: dict[str, Any]) 
             note_key = entry_key(task.workload_key, task.target_key, {"resolved_from": stamp})
             disk.put_note(note_key, {"index": index, "provenance": provenance, "gflops": gflops})
     config = task.config(index).to_json()
-    func = _MEMORY.get_or_create((task.workload_key, task.target_key, index), lambda: _compile(task, index, disk))
-    return Kernel(task, config, provenance, gflops, func)
+    return Kernel(task, config, provenance, gflops, lambda: _MEMORY.get_or_create(
+        (task.workload_key, task.target_key, index), lambda: _compile(task, index, disk)))

@@ -22,14 +22,14 @@ import time
 import warnings
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from ..interop import as_numpy, contiguous
-from ..runtime import Kernel, load
-from .hoist import HoistedWeights, hoist_weights, model_weights
+from ..runtime import Kernel, resolve
+from .hoist import HoistedWeights, hoist_weights
 from .ir import Graph, Node, Value
 from .planner import ALIGN, ARENA, CONSTANT, OUTPUT, Plan, plan_buffers
 from .prepack import prepack_weights
@@ -95,7 +95,12 @@ def _check_shapes(graph: Graph, shapes: Mapping[str, tuple[int, ...]]) -> None:
 class CompiledModel:
     """`m(x, ...)` (inputs in order) or `m.run({"name": x})` -> list of numpy outputs, fresh
     arrays each call. Inputs: numpy arrays or anything with `__dlpack__` / `__array_interface__`,
-    read in place when C-contiguous. One call at a time per model (they share the arena)."""
+    read in place when C-contiguous. One call at a time per model (they share the arena).
+
+    `graph` is the graph as it runs (`prepare_graph`) less the constants only hoisted kernels
+    read: `hoisted.constants`, their transforms, replace them (its nodes still name them, so
+    it is a description of the model, not one to compile again); `weights` is every constant
+    the model binds."""
 
     def __init__(self, graph: Graph, db: Any = None, target: str = "llvm", prepack: bool = True,
                  fuse: bool = True) -> None:
@@ -103,9 +108,10 @@ class CompiledModel:
         graph = self.graph
         self.target = target
         self.plan: Plan = plan_buffers(graph)
-        self.kernels, self.load_warnings = _load_kernels(graph, target, db)
-        self.hoisted = hoist_weights(graph, self.kernels) if prepack else HoistedWeights()
-        self.weights = model_weights(graph, self.hoisted)      # every constant bound, hoisted ones included
+        self.kernels, self.hoisted, self.load_warnings = _load_kernels(graph, target, db, prepack)
+        kept = {k: a for k, a in graph.constants.items() if k not in self.hoisted.unread}
+        self.graph = graph = replace(graph, constants=kept)          # the raw weights hoisting replaced: freed
+        self.weights = kept | self.hoisted.constants
         self.arena = _aligned_bytes(self.plan.arena_bytes)
         self.buffers = _fixed_buffers(graph, self.plan, self.arena, self.weights)
         self._steps = [(i, s) for i, s in ((i, self._step(i, n)) for i, n in enumerate(graph.nodes)) if s is not None]
@@ -240,17 +246,24 @@ def _kind(provenance: str) -> str:
     return provenance.split(":", 1)[0]
 
 
-def _load_kernels(graph: Graph, target: str, db: Any) -> tuple[dict[int, Kernel], list[str]]:
-    """Each kernel node's kernel (by node index), loaded once, and the fallback warnings `load`
-    gave (collected: a model with many untuned shapes would otherwise print one per kernel)."""
+def _load_kernels(graph: Graph, target: str, db: Any, hoisting: bool
+                  ) -> tuple[dict[int, Kernel], HoistedWeights, list[str]]:
+    """Each kernel node's kernel (by node index), resolved once; with `hoisting`, the variants of
+    those whose weight transforms run at compile time (the plain kernel is then never built);
+    and the fallback warnings `load` gave (collected: a model with many untuned shapes would
+    otherwise print one per kernel)."""
     kernels: dict[int, Kernel] = {}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for i, n in enumerate(graph.nodes):
             if not n.is_view:
-                kernels[i] = load(n.op, target=target, db=db, dtype=n.dtype, **n.params)
+                kernels[i] = resolve(n.op, target=target, db=db, dtype=n.dtype, **n.params)
                 _check_signature(graph, n, kernels[i])
-    return kernels, [str(w.message) for w in caught]
+        hoisted = hoist_weights(graph, kernels) if hoisting else HoistedWeights()
+        for i, k in kernels.items():
+            if i not in hoisted.funcs:
+                k.func  # noqa: B018  (compiled now, not at the first call)
+    return kernels, hoisted, [str(w.message) for w in caught]
 
 
 def _check_signature(graph: Graph, node: Node, kernel: Kernel) -> None:

@@ -5,14 +5,15 @@ A conv kernel repacks or transforms its weight on every call: the blocked `kerne
 split (`autotune.runtime.hoist`: the same task and config, only the build differs): the
 prologue runs here, once, on the constants, and the node's kernel reads what it made. The
 hoisted tensors become weights of the model; a raw constant that no node reads any more is not
-bound at all. Kernels sharing a weight and a kernel share what it became.
+bound at all. Kernels sharing a weight and a kernel share what it became. Tuning measured the
+kernel with its transform (search and measurement are unchanged): the config is the tuned one,
+the model runs it minus the transform.
 """
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -68,7 +69,3 @@ def _run_prologue(graph: Graph, node: Node, split: Hoisted) -> list[np.ndarray]:
     split.prologue(*ins, *outs)
     return outs
 
-
-def model_weights(graph: Graph, hoisted: HoistedWeights) -> dict[str, Any]:
-    """The constants a compiled model binds: the graph's still read, and the hoisted ones."""
-    return {k: a for k, a in graph.constants.items() if k not in hoisted.unread} | hoisted.constants

@@ -99,7 +99,7 @@ def test_a_conv_runs_its_tuned_config_on_weights_transformed_at_compile_time(cas
 
 def test_a_weight_shared_by_two_convs_is_transformed_once_per_kernel(tmp_path):
     """Two convs of one shape read w (one hoisted tensor), a third of another shape reads it too
-    (its own); the raw w is no longer bound, and memory counts what is."""
+    (its own); the raw w is let go, and memory counts what is bound."""
     C, F = 13, 19
     conv = {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}
     nodes = [helper.make_node("Conv", [x, "w"], [y], y, **conv) for x, y in (("x1", "y1"), ("x2", "y2"), ("x3", "y3"))]
@@ -112,7 +112,7 @@ def test_a_weight_shared_by_two_convs_is_transformed_once_per_kernel(tmp_path):
     assert len(m.hoisted.funcs) == 3 and len(m.hoisted.constants) == 2 and m.hoisted.unread == {"w"}
     shared = [m.node_call(j)[1][1] for j in sorted(m.hoisted.funcs)]
     assert shared[0] == shared[1] != shared[2]
-    assert "w" not in m.buffers and m.summary()["memory"]["constant_bytes"] == sum(
+    assert "w" not in m.buffers and "w" not in m.graph.constants and m.summary()["memory"]["constant_bytes"] == sum(
         a.nbytes for a in m.hoisted.constants.values())
     check_against_ort(model, m)
 
@@ -140,3 +140,10 @@ def test_a_second_process_loads_both_parts_from_the_disk_cache(monkeypatch):
     m = compile_model(model)
     assert m.hoisted.funcs
     check_against_ort(model, m)
+
+
+def test_prepacked_matmuls_are_not_packed_again():
+    from test_prepack import shared_weight_graph
+
+    m = compile_model(shared_weight_graph(), fuse=False)
+    assert {n.op for n in m.graph.nodes} >= {"matmul_packed", "dense_packed"} and not m.hoisted.funcs

@@ -124,3 +124,13 @@ def test_what_is_hoisted_follows_which_inputs_are_constant():
     assert [t.name for t in plan.tensors] == ["data_vec"] and plan.sources == (("hoisted", 0), ("input", 1))
     with pytest.raises(ValueError, match="positions of inputs"):
         plan_hoist(*task.instantiate(index), (2,))
+
+
+def test_dense_weight_packing_is_hoisted_and_the_prepacked_kernels_have_nothing_left_to_pack():
+    dense = autotune.create_task("dense", M=7, N=37, K=29)
+    plan, out, want = _split_run(dense, 0, consts=(1, 2))
+    assert [t.name for t in plan.tensors] == ["packedB"] and plan.prologue_inputs == (1,)
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+    for op in ("dense_packed", "matmul_packed"):
+        task = autotune.create_task(op, M=7, N=37, K=29, panel=16)
+        assert plan_hoist(*task.instantiate(0), range(1, task.num_inputs)) is None
