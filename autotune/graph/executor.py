@@ -178,8 +178,9 @@ class CompiledModel:
 
     def summary(self) -> dict[str, Any]:
         """Node counts (kernels, views, per provenance: tuned / nearest / default), each distinct
-        kernel with its provenance, and memory: the arena (planned peak), the live peak, the
-        intermediates' total without sharing, constants and outputs."""
+        kernel with its provenance and whether its weight transforms were hoisted, and memory: the
+        arena (planned peak), the live peak, the intermediates' total without sharing, the weights
+        bound (hoisted transforms included) and outputs."""
         kernels: dict[str, dict[str, Any]] = {}
         for i, k in self.kernels.items():
             n = self.graph.nodes[i]
