@@ -8,12 +8,13 @@ read-only; kernels come from the memory LRU, else the disk cache, else a compile
 """
 from __future__ import annotations
 
+import functools
 import math
 import os
 import threading
 import warnings
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +23,15 @@ import numpy as np
 from .codegen import compile_for, load_compiled
 from .errors import InstantiationError
 from .interop import as_numpy
+from .ir.hoist import plan_hoist
+from .ir.nodes import PrimFunc
 from .kernel_cache import DiskCache, MemoryCache, entry_key
 from .legacy_keys import current_summaries
 from .schedules.task import Task, create_task
 
 _MEMORY = MemoryCache()           # (workload, target, config) -> compiled function
 _RESOLVED = MemoryCache(1024)     # load() arguments -> Kernel: the hot path skips task and DB work
+_HOISTED = MemoryCache(1024)      # (kernel, constant inputs) -> Hoisted or None
 _WARNED: set[tuple[str, str]] = set()
 _LOCK = threading.Lock()
 
@@ -36,6 +40,7 @@ def clear_caches() -> None:
     """Forget resolved kernels (e.g. after tuning more in another process); compiled code stays on disk."""
     _MEMORY.clear()
     _RESOLVED.clear()
+    _HOISTED.clear()
     with _LOCK:
         _WARNED.clear()
 
@@ -49,7 +54,13 @@ class Kernel:
     config: dict
     provenance: str            # "tuned", "nearest:<workload key>" or "default"
     gflops_expected: float | None
-    func: Any
+    build: Callable[[], Any] = field(repr=False)
+
+    @functools.cached_property
+    def func(self) -> Any:
+        """The compiled function, built on first use (`load` uses it at once; a model that runs
+        the kernel's `hoist` variant instead never builds it)."""
+        return self.build()
 
     def __call__(self, *inputs: Any, out: Any = None) -> Any:
         """Inputs are numpy arrays or any array with `__dlpack__` or `__array_interface__`, read
@@ -195,25 +206,79 @@ def _choose(task: Task, db: Any, warn: Callable[[Task, str], None] = _warn_once)
 
 
 def _compile(task: Task, index: int, disk: DiskCache) -> Any:
-    config = task.config(index).to_json()
-    key = entry_key(task.workload_key, task.target_key, config["knobs"])
+    return _compile_keyed(task, task.config(index).to_json()["knobs"], lambda: task.lower(index), disk)
+
+
+def _compile_keyed(task: Task, build: dict, lower: Callable[[], PrimFunc], disk: DiskCache) -> Any:
+    """The function `lower()` gives, from the disk cache under (task, `build`: what was built)."""
+    key = entry_key(task.workload_key, task.target_key, build)
     hit = disk.get(key)
     if hit is not None:
         try:
             return load_compiled(*hit)
         except Exception:  # noqa: BLE001  (a stale or unloadable entry is rebuilt, never trusted)
             pass
-    signature, obj = compile_for(task.lower(index), task.target)
+    signature, obj = compile_for(lower(), task.target)
     disk.put(key, signature, obj)
     return load_compiled(signature, obj)
 
 
+@dataclass(frozen=True)
+class Hoisted:
+    """A kernel with its weight transforms taken out (`autotune.ir.hoist`), the same task and
+    config: `prologue(*constants, *tensors)` fills the hoisted tensors (`specs`: name, shape,
+    dtype) from the kernel's constant inputs at positions `prologue_inputs`, once; `func` then
+    takes the inputs `sources` names (("input", position) or ("hoisted", index)), then the outputs."""
+
+    func: Any
+    prologue: Any
+    prologue_inputs: tuple[int, ...]
+    sources: tuple[tuple[str, int], ...]
+    specs: tuple[tuple[str, tuple[int, ...], str], ...]
+
+
+def hoist(kernel: Kernel, consts: Iterable[int]) -> Hoisted | None:
+    """`kernel` split for inputs at positions `consts` that never change (a model's weights), or
+    None when no stage of its schedule reads only those (or the target is not the CPU). Both
+    parts are compiled once per process and kept in the disk cache under their own keys."""
+    task, consts = kernel.task, tuple(sorted(set(consts)))
+    if task.target.kind != "llvm" or not consts:
+        return None
+    index = task.config(kernel.config).index
+    return _HOISTED.get_or_create((task.workload_key, task.target_key, index, consts),
+                                  lambda: _hoist(task, index, consts))
+
+
+def _hoist(task: Task, index: int, consts: tuple[int, ...]) -> Hoisted | None:
+    plan = plan_hoist(*task.instantiate(index), consts)
+    if plan is None:
+        return None
+    disk, knobs = DiskCache(), task.config(index).to_json()["knobs"]
+
+    def part(which: str, lower: Callable[[], PrimFunc]) -> Any:
+        build = {"knobs": knobs, "hoist": list(consts), "part": which}
+        return _compile_keyed(task, build, lower, disk)
+
+    func = part("kernel", lambda: plan.kernel(task.kernel_name))
+    prologue = part("prologue", lambda: plan.prologue(f"{task.kernel_name}_prologue"))
+    specs = tuple((t.name, tuple(t.shape), t.dtype) for t in plan.tensors)
+    return Hoisted(func, prologue, plan.prologue_inputs, plan.sources, specs)
+
+
 def load(op: str, target: str = "llvm", db: Any = None, dtype: str = "float32", **params: Any) -> Kernel:
-    """The best known kernel for `op` at these shape parameters (see the module docstring).
+    """The best known kernel for `op` at these shape parameters (see the module docstring),
+    compiled (or loaded from the disk cache).
 
     Resolved kernels are remembered per process (a repeated call costs a dict lookup);
     `clear_caches()` makes the next call consult the database again.
     """
+    kernel = resolve(op, target, db, dtype, **params)
+    kernel.func  # noqa: B018  (compiled here: a kernel that cannot be built fails its load)
+    return kernel
+
+
+def resolve(op: str, target: str = "llvm", db: Any = None, dtype: str = "float32", **params: Any) -> Kernel:
+    """`load`'s kernel, not yet compiled: its task, config and provenance (`func` compiles it)."""
     params = {name: _param_value(op, name, value) for name, value in params.items()}
     db_key = db if isinstance(db, (str, type(None))) else id(db)
     # with each value's type: M=64.0 must not find the kernel of M=64 (64.0 == 64), but fail as create_task would
@@ -283,5 +348,5 @@ def _resolve(op: str, target: str, db: Any, dtype: str, params: dict[str, Any]) 
             note_key = entry_key(task.workload_key, task.target_key, {"resolved_from": stamp})
             disk.put_note(note_key, {"index": index, "provenance": provenance, "gflops": gflops})
     config = task.config(index).to_json()
-    func = _MEMORY.get_or_create((task.workload_key, task.target_key, index), lambda: _compile(task, index, disk))
-    return Kernel(task, config, provenance, gflops, func)
+    return Kernel(task, config, provenance, gflops, lambda: _MEMORY.get_or_create(
+        (task.workload_key, task.target_key, index), lambda: _compile(task, index, disk)))

@@ -19,6 +19,7 @@ Op names starting with "testing." are not for users; listings should hide them.
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from . import te
@@ -72,15 +73,24 @@ def fault_index(name: str) -> int:
     return FAULTS.index(name)
 
 
-def legal_configs(task: Task, extra: int, seed: int = 0) -> list[int]:
+def legal_configs(task: Task, extra: int, seed: int = 0, where: Mapping[str, Sequence[Any]] | None = None) -> list[int]:
     """Index 0 (the default, when legal for the shape) and up to `extra` seeded legal others:
-    the configs the template tests check."""
+    the configs the template tests check. `where` keeps the configs whose knob `name` takes one of
+    the values given (index 0 only if it does; the others are drawn with such a value)."""
     rng = random.Random(seed)
-    out = [0] if task.is_valid(0) else []
+    space, where = task.config_space, dict(where or {})
+    names = list(space.knobs)
+    allowed = {names.index(n): [i for i, e in enumerate(space.knobs[n].entities) if e.val in vals]
+               for n, vals in where.items()}
+    first = space.point2knob(0)
+    out = [0] if all(first[p] in ok for p, ok in allowed.items()) and task.is_valid(0) else []
     for _ in range(200 * (extra + 1)):
         if len(out) > extra:
             break
-        i = task.config_space.random_index(rng)
-        if i not in out and task.is_valid(i):
+        knob = [rng.randrange(d) for d in space.dims]
+        for pos, ok in allowed.items():
+            knob[pos] = rng.choice(ok)
+        i = space.knob2point(space.canonical(knob))
+        if i not in out and all(space.point2knob(i)[p] in ok for p, ok in allowed.items()) and task.is_valid(i):
             out.append(i)
     return out

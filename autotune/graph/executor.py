@@ -10,7 +10,9 @@ arrays each call, never overwritten later) and runs the steps.
 
 Constants are passed to the kernels as they are, from memory, without a copy per call. Weights
 are transformed once, here: a matmul or dense whose weight is a constant reads it pre-packed
-(`prepack`), so no call repeats the packing the plain kernels do.
+(`prepack`), and any other kernel whose schedule transforms a constant input at root (a conv's
+blocked or Winograd weights) runs that transform once and reads its result (`hoist`), so no
+call repeats the packing the plain kernels do.
 """
 from __future__ import annotations
 
@@ -20,13 +22,14 @@ import time
 import warnings
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from ..interop import as_numpy, contiguous
-from ..runtime import Kernel, load
+from ..runtime import Kernel, resolve
+from .hoist import HoistedWeights, hoist_weights
 from .index_checks import index_checks
 from .ir import Graph, Node, Value
 from .planner import ALIGN, ARENA, CONSTANT, OUTPUT, Plan, plan_buffers
@@ -49,7 +52,8 @@ def compile_model(graph_or_path: Any, db: Any = None, target: str = "llvm",
     """A model ready to run: a Graph is compiled as it is; a path, ONNX ModelProto or bytes goes
     through `autotune.frontend.onnx.load(model, shapes=shapes)` first. The compile-time passes
     (`prepare_graph`) pre-pack constant weights and, with `fuse`, group the nodes into fused
-    kernels; `prepack=False` / `fuse=False` turn them off."""
+    kernels; then the kernels' weight transforms run once (`hoist`). `prepack=False` turns off
+    the packing and the hoisting, `fuse=False` the fusion."""
     if isinstance(graph_or_path, Graph):
         graph = graph_or_path
         _check_shapes(graph, shapes or {})
@@ -92,7 +96,12 @@ def _check_shapes(graph: Graph, shapes: Mapping[str, tuple[int, ...]]) -> None:
 class CompiledModel:
     """`m(x, ...)` (inputs in order) or `m.run({"name": x})` -> list of numpy outputs, fresh
     arrays each call. Inputs: numpy arrays or anything with `__dlpack__` / `__array_interface__`,
-    read in place when C-contiguous. One call at a time per model (they share the arena)."""
+    read in place when C-contiguous. One call at a time per model (they share the arena).
+
+    `graph` is the graph as it runs (`prepare_graph`) less the constants only hoisted kernels
+    read: `hoisted.constants`, their transforms, replace them (its nodes still name them, so
+    it is a description of the model, not one to compile again); `weights` is every constant
+    the model binds."""
 
     def __init__(self, graph: Graph, db: Any = None, target: str = "llvm", prepack: bool = True,
                  fuse: bool = True) -> None:
@@ -101,9 +110,12 @@ class CompiledModel:
         graph = self.graph
         self.target = target
         self.plan: Plan = plan_buffers(graph)
-        self.kernels, self.load_warnings = _load_kernels(graph, target, db)
+        self.kernels, self.hoisted, self.load_warnings = _load_kernels(graph, target, db, prepack)
+        kept = {k: a for k, a in graph.constants.items() if k not in self.hoisted.unread}
+        self.graph = graph = replace(graph, constants=kept)          # the raw weights hoisting replaced: freed
+        self.weights = kept | self.hoisted.constants
         self.arena = _aligned_bytes(self.plan.arena_bytes)
-        self.buffers = _fixed_buffers(graph, self.plan, self.arena)
+        self.buffers = _fixed_buffers(graph, self.plan, self.arena, self.weights)
         self._steps = [(i, s) for i, s in ((i, self._step(i, n)) for i, n in enumerate(graph.nodes)) if s is not None]
         self._lock = threading.Lock()
 
@@ -170,14 +182,15 @@ class CompiledModel:
 
     def summary(self) -> dict[str, Any]:
         """Node counts (kernels, views, per provenance: tuned / nearest / default), each distinct
-        kernel with its provenance, and memory: the arena (planned peak), the live peak, the
-        intermediates' total without sharing, constants and outputs."""
+        kernel with its provenance and whether its weight transforms were hoisted, and memory: the
+        arena (planned peak), the live peak, the intermediates' total without sharing, the weights
+        bound (hoisted transforms included) and outputs."""
         kernels: dict[str, dict[str, Any]] = {}
         for i, k in self.kernels.items():
             n = self.graph.nodes[i]
             row = kernels.setdefault(k.workload_key, {"op": n.op, "params": dict(n.params), "dtype": n.dtype,
                                                       "workload": k.workload_key, "provenance": k.provenance,
-                                                      "nodes": 0})
+                                                      "hoisted": i in self.hoisted.funcs, "nodes": 0})
             row["nodes"] += 1
         provenance = Counter(_kind(k.provenance) for k in self.kernels.values())
         return {"graph": self.graph.name, "nodes": len(self.graph.nodes), "kernel_nodes": len(self.kernels),
@@ -192,8 +205,16 @@ class CompiledModel:
         p, g = self.plan, self.graph
         return {"arena_bytes": p.arena_bytes, "live_peak_bytes": p.live_peak_bytes,
                 "unshared_bytes": p.unshared_bytes,
-                "constant_bytes": sum(int(a.nbytes) for a in g.constants.values()),
+                "constant_bytes": sum(int(a.nbytes) for a in self.weights.values()),
                 "output_bytes": sum(g.value(r).nbytes for r, k in p.kinds.items() if k == OUTPUT)}
+
+    def node_call(self, index: int) -> tuple[Callable[..., None], tuple[str, ...]]:
+        """What kernel node `index` runs: its function and argument names (inputs, then outputs),
+        its kernel's or, when its weight transforms were hoisted, the variant's."""
+        if index in self.hoisted.funcs:
+            return self.hoisted.funcs[index], self.hoisted.args[index]
+        node = self.graph.nodes[index]
+        return self.kernels[index].func, node.inputs + node.outputs
 
     def _step(self, index: int, node: Node) -> _Step | _View | None:
         """A kernel node's step, bound when its arguments are all fixed memory; a view of per-call
@@ -201,12 +222,11 @@ class CompiledModel:
         if node.is_view:
             out = node.outputs[0]
             return None if out in self.buffers else _View(node.inputs[0], out, self.graph.value(out).shape)
-        kernel = self.kernels[index]
-        args = node.inputs + node.outputs
-        bind = getattr(kernel.func, "bind", None)
+        func, args = self.node_call(index)
+        bind = getattr(func, "bind", None)
         if bind is None or not all(a in self.buffers for a in args):
-            return _Step(kernel.func, args, None)
-        return _Step(kernel.func, args, bind(*[self.buffers[a] for a in args]))
+            return _Step(func, args, None)
+        return _Step(func, args, bind(*[self.buffers[a] for a in args]))
 
 
 @dataclass(frozen=True)
@@ -231,17 +251,24 @@ def _kind(provenance: str) -> str:
     return provenance.split(":", 1)[0]
 
 
-def _load_kernels(graph: Graph, target: str, db: Any) -> tuple[dict[int, Kernel], list[str]]:
-    """Each kernel node's kernel (by node index), loaded once, and the fallback warnings `load`
-    gave (collected: a model with many untuned shapes would otherwise print one per kernel)."""
+def _load_kernels(graph: Graph, target: str, db: Any, hoisting: bool
+                  ) -> tuple[dict[int, Kernel], HoistedWeights, list[str]]:
+    """Each kernel node's kernel (by node index), resolved once; with `hoisting`, the variants of
+    those whose weight transforms run at compile time (the plain kernel is then never built);
+    and the fallback warnings `load` gave (collected: a model with many untuned shapes would
+    otherwise print one per kernel)."""
     kernels: dict[int, Kernel] = {}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for i, n in enumerate(graph.nodes):
             if not n.is_view:
-                kernels[i] = load(n.op, target=target, db=db, dtype=n.dtype, **n.params)
+                kernels[i] = resolve(n.op, target=target, db=db, dtype=n.dtype, **n.params)
                 _check_signature(graph, n, kernels[i])
-    return kernels, [str(w.message) for w in caught]
+        hoisted = hoist_weights(graph, kernels) if hoisting else HoistedWeights()
+        for i, k in kernels.items():
+            if i not in hoisted.funcs:
+                k.func  # noqa: B018  (compiled now, not at the first call)
+    return kernels, hoisted, [str(w.message) for w in caught]
 
 
 def _check_signature(graph: Graph, node: Node, kernel: Kernel) -> None:
@@ -265,10 +292,10 @@ def _aligned_bytes(nbytes: int) -> np.ndarray:
     return raw[start:start + nbytes]
 
 
-def _fixed_buffers(graph: Graph, plan: Plan, arena: np.ndarray) -> dict[str, np.ndarray]:
-    """The arrays that are the same at every call: constants (C-contiguous, converted once),
+def _fixed_buffers(graph: Graph, plan: Plan, arena: np.ndarray, weights: dict[str, Any]) -> dict[str, np.ndarray]:
+    """The arrays that are the same at every call: the weights (C-contiguous, converted once),
     intermediates in the arena, and views of either."""
-    fixed = {name: contiguous(a) for name, a in graph.constants.items()}
+    fixed = {name: contiguous(a) for name, a in weights.items()}
     for r, offset in plan.offsets.items():
         v = graph.value(r)
         fixed[r] = arena[offset:offset + v.nbytes].view(v.dtype).reshape(v.shape)

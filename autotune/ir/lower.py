@@ -16,7 +16,7 @@ from .passes.simplify import simplify
 from .passes.unroll import unroll_loops
 from .passes.vectorize import vectorize_loops
 from .passes.verify import verify
-from .schedule_ops import NestBuilder, param_buffers
+from .schedule_ops import NestBuilder, needed_stages, param_buffers
 
 
 def _after(step: str, body: Stmt) -> Stmt:
@@ -25,13 +25,18 @@ def _after(step: str, body: Stmt) -> Stmt:
     return body
 
 
-def lower(s: Schedule, args: Sequence[Tensor], name: str = "main") -> PrimFunc:
-    """Lower a schedule to a PrimFunc whose parameters are `args`' buffers, in order."""
+def lower(s: Schedule, args: Sequence[Tensor], name: str = "main", given: Sequence[Tensor] = ()) -> PrimFunc:
+    """Lower a schedule to a PrimFunc whose parameters are `args`' buffers, in order.
+
+    `given` stages (compute stages at root, each also in `args`) are inputs computed elsewhere
+    (a weight transform done once, `autotune.ir.hoist`): their buffers are read, never written,
+    and neither they nor what only they read is computed here."""
     if not isinstance(s, Schedule):
         raise TypeError(f"lower expects a Schedule (te.create_schedule), got {type(s).__name__}")
-    params, order, outputs = param_buffers(s, list(args))            # argument buffers, checked
+    needed = needed_stages(s, given)                                 # what this function computes
+    params, order, outputs = param_buffers(s, list(args), given, needed)   # argument buffers, checked
     bounds = BoundInference(s)                                       # regions for compute_at, extents
-    body = _after("build", NestBuilder(s, bounds, params).build())  # loops, guards, flat accesses
+    body = _after("build", NestBuilder(s, bounds, params, needed).build())  # loops, guards, flat accesses
     body = _after("simplify", simplify(body))                       # fold index math, drop proven guards
     body = _after("partition", partition_loops(body))               # main ranges without tail guards
     body = _after("vectorize", vectorize_loops(body))               # vector loops -> Ramp/Broadcast lanes

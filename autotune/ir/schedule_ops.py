@@ -59,9 +59,11 @@ def _predicate_loads(e: Expr, cond: Expr) -> Expr:
 class NestBuilder:
     """Turns a schedule with inferred bounds into one statement over the argument buffers."""
 
-    def __init__(self, schedule: Schedule, bounds: BoundInference, params: dict[int, Buffer]) -> None:
+    def __init__(self, schedule: Schedule, bounds: BoundInference, params: dict[int, Buffer],
+                 needed: set[int]) -> None:
         self.schedule = schedule
         self.bounds = bounds
+        self.needed = needed            # ids of the stages whose code this function runs
         self.buffers: dict[int, Buffer] = dict(params)
         self.params = set(params.values())
         self.offsets: dict[int, list[Expr]] = {}
@@ -81,7 +83,8 @@ class NestBuilder:
         return id(st) in self.bounds.ranges or isinstance(st.op, ExternOp)
 
     def build(self) -> Stmt:
-        roots = [st for st in self.schedule.stages if self._has_code(st) and st.attach == "root"]
+        roots = [st for st in self.schedule.stages
+                 if self._has_code(st) and st.attach == "root" and id(st) in self.needed]
         body = seq(*(self.extern_body(st) if isinstance(st.op, ExternOp) else self.stage_nest(st) for st in roots))
         for st in reversed(roots):
             buf = self.buffers[id(st)]
@@ -243,9 +246,39 @@ class NestBuilder:
         return out
 
 
-def param_buffers(schedule: Schedule, args: Sequence[Tensor]
+def needed_stages(schedule: Schedule, given: Sequence[Tensor]) -> set[int]:
+    """Ids of the stages a function computes when the `given` stages are its inputs: those the
+    outputs read, not through a given stage. A given tensor must be a compute stage at root (an
+    inlined or attached one has no buffer of its own to pass)."""
+    stop = set()
+    for t in given:
+        st = schedule[t]
+        what = ("not a compute" if not isinstance(st.op, ComputeOp) else "an output" if st.is_output
+                else {"inline": "inlined", "scope": "attached with compute_at"}.get(st.attach))
+        if what is not None:
+            raise ScheduleError(f"given {t.name}: only a compute stage at root that is not an output can be "
+                                f"given, it is {what}")
+        stop.add(id(st))
+    needed: set[int] = set()
+    todo = [st for st in schedule.stages if st.is_output]
+    while todo:
+        st = todo.pop()
+        if id(st) in needed or id(st) in stop:
+            continue
+        needed.add(id(st))
+        todo.extend(schedule[t] for t in st.op.input_tensors)
+    for st in schedule.stages:
+        at = st.attach_stage
+        if id(st) in needed and at is not None and id(at) not in needed:
+            raise ScheduleError(f"{st.name} is attached to {at.name}, which is given: it would never be computed")
+    return needed
+
+
+def param_buffers(schedule: Schedule, args: Sequence[Tensor], given: Sequence[Tensor], needed: set[int]
                   ) -> tuple[dict[int, Buffer], list[Buffer], tuple[int, ...]]:
-    """One global buffer per argument; checks args against the schedule (inputs and outputs)."""
+    """One global buffer per argument; checks args against the schedule (inputs, given stages and
+    outputs: the positions of the outputs are returned)."""
+    given_ids = {id(schedule[t]) for t in given}
     params: dict[int, Buffer] = {}
     order: list[Buffer] = []
     outputs: list[int] = []
@@ -262,11 +295,14 @@ def param_buffers(schedule: Schedule, args: Sequence[Tensor]
         buf = Buffer(t.name, t.shape, t.dtype, "global")
         params[id(st)] = buf
         order.append(buf)
-        if not isinstance(st.op, PlaceholderOp):
+        if not isinstance(st.op, PlaceholderOp) and id(st) not in given_ids:
             outputs.append(pos)
     for st in schedule.stages:
         if st.is_output and id(st) not in params:
             raise ValueError(f"output {st.name} is missing from args")
-        if isinstance(st.op, PlaceholderOp) and id(st) not in params and schedule.readers(st):
+        if id(st) in given_ids and id(st) not in params:
+            raise ValueError(f"given {st.name} is missing from args")
+        if isinstance(st.op, PlaceholderOp) and id(st) not in params and any(
+                id(r) in needed for r in schedule.readers(st)):
             raise ValueError(f"input {st.name} is read but missing from args")
     return params, order, tuple(outputs)

@@ -39,7 +39,8 @@ def run_poisoned(m, feeds, early=None):
         if n.is_view:
             env[n.outputs[0]] = env[n.inputs[0]].reshape(g.value(n.outputs[0]).shape)
         else:
-            m.kernels[step](*[env[v] for v in n.inputs], out=[env[v] for v in n.outputs])
+            func, args = m.node_call(step)      # the kernel, or its variant reading hoisted weights
+            func(*[env[v] for v in args])
         for r in freed.get(step, []):
             poison(m.buffers[r])
             count += 1

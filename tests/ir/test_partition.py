@@ -24,15 +24,16 @@ from autotune.ir.passes.partition import MAX_COPIES, partition_loops, split_loop
 from autotune.ir.passes.simplify import simplify
 from autotune.ir.passes.unroll import unroll_loops
 from autotune.ir.passes.vectorize import vectorize_loops
-from autotune.ir.schedule_ops import NestBuilder, param_buffers
+from autotune.ir.schedule_ops import NestBuilder, needed_stages, param_buffers
 from autotune.schedules.task import create_task
 from autotune.te.expr import And, Binary, BinOp, Cast, CmpOp, Compare, Const, Not, Or, Select, Var
 
 
 def built(s, args):
     """The loop IR as the partition pass receives it (lower's first two steps)."""
-    params, _, _ = param_buffers(s, list(args))
-    return simplify(NestBuilder(s, BoundInference(s), params).build())
+    needed = needed_stages(s, ())
+    params, _, _ = param_buffers(s, list(args), (), needed)
+    return simplify(NestBuilder(s, BoundInference(s), params, needed).build())
 
 
 def nodes(stmt, cls):
