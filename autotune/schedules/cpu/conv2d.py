@@ -11,7 +11,8 @@ layer's arithmetic and data volumes:
               (`conv2d_winograd.multiply_saving`, kernel transform included): its input and output
               transforms run below GEMM speed and eat about half of the saving
   "gemm"      next when the weights outweigh the input (F*C/g*KH*KW > N*C*H*W, deep narrow layers):
-              it reads the weights in place, where "nchwc" repacks them on every call; and for
+              it reads the weights in place, where "nchwc" repacks them on every call (a
+              compiled model repacks constant weights once: `autotune.graph.hoist`); and for
               1x1 stride-1 convs to at most their input channels (MobileNet-V2's projections):
               X is already the GEMM's operand, while the blocked layout's two transposes cost
               about what the C multiply-adds per output do (2 threads: 144->24 channels at
