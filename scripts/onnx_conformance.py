@@ -11,11 +11,9 @@ Cases whose inputs and outputs are all float32 (the issue's goal: every one of a
 passes) are counted apart from the other dtypes, which are reported, not hidden.
 
 ONNX stamps a case with its op's newest version (up to opset 28 in onnx 1.23) while the frontend
-takes opsets 13-21. Where the op's signature (inputs, outputs, attributes and their defaults) is the
-same at the nearest opset the frontend takes, and the model still passes the checker and strict
-shape inference there (the later versions only added types; MaxPool-22's ceil-mode output size is
-one that also changed meaning, and stays at 22), the case runs at that opset and says so
-(`ran_at_opset`).
+takes opsets 13-21. A case whose op means the same at the nearest opset the frontend takes
+(`autotune.frontend.opsets.restamp`: same signature, strict shape inference with type checks passes,
+no meaning changed without a signature change) runs at that opset and says so (`ran_at_opset`).
 
 Usage:
     PYTHONPATH=. python scripts/onnx_conformance.py [--ops Conv,Relu] [--no-expanded] [--json]
@@ -37,6 +35,8 @@ from typing import Any
 
 import numpy as np
 import onnx
+
+from autotune.frontend.opsets import restamp
 
 STATUSES = ("pass", "fail", "unsupported")
 FRONTEND_OPSETS = range(13, 22)     # when the frontend does not say (autotune.frontend.onnx.SUPPORTED_OPSETS)
@@ -107,45 +107,6 @@ def collect_cases(ops: Iterable[str] | None = None, expanded: bool = True) -> li
     cases = [replace(c, op=op_of.get(_EXPANDED.sub("", c.name), "?")) if c.expanded else c for c in cases]
     return sorted((c for c in cases if (ops is None or c.op in set(ops)) and (expanded or not c.expanded)),
                   key=lambda c: (c.expanded, c.op, c.name))
-
-
-def _signature(op: str, domain: str, opset: int) -> tuple | None:
-    """What a model's node depends on in op's schema at `opset`: None where the op does not exist."""
-    try:
-        s = onnx.defs.get_schema(op, opset, domain)
-    except onnx.defs.SchemaError:
-        return None
-    if s.deprecated:
-        return None
-    attrs = {n: (a.type, a.required, a.default_value.SerializeToString()) for n, a in s.attributes.items()}
-    return _formal(s.inputs), _formal(s.outputs), attrs
-
-
-def _formal(params: Sequence[Any]) -> list[tuple[str, Any, str]]:
-    return [(p.name, p.option, p.type_str) for p in params]
-
-
-def restamp(model: onnx.ModelProto, opsets: range) -> onnx.ModelProto:
-    """`model` at the nearest opset in `opsets` where every node's op has the same signature and the
-    model still passes the checker and strict shape inference; `model` itself where there is none or
-    it is already in range."""
-    opset = default_opset(model)
-    target = min(max(opset, opsets.start), opsets.stop - 1)
-    if target == opset:
-        return model
-    for node in model.graph.node:
-        before = _signature(node.op_type, node.domain, opset)
-        if before is None or before != _signature(node.op_type, node.domain, target):
-            return model
-    moved = onnx.ModelProto()
-    moved.CopyFrom(model)
-    next(o for o in moved.opset_import if o.domain in ("", "ai.onnx")).version = target
-    try:   # a type the older version lacks, or its shape inference disagreeing with the case's outputs
-        onnx.checker.check_model(moved)
-        onnx.shape_inference.infer_shapes(moved, check_type=True, strict_mode=True)
-    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError):
-        return model
-    return moved
 
 
 def compare(case: Case, got: Sequence[Any]) -> None:

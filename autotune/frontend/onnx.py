@@ -1,7 +1,8 @@
 """ONNX ModelProto -> autotune Graph: load, check, bind shapes, infer, fold, convert.
 
 The steps, in order, each refusing a model it cannot take with one ValueError:
-1. the default-domain opset must be in SUPPORTED_OPSETS;
+1. the default-domain opset must be in SUPPORTED_OPSETS, or the model must mean the same at the
+   nearest of them (`opsets.py`: it is then restamped);
 2. every op type must have a converter (or be a shape computation that folds), and every
    attribute value must be supported: one error lists all of them, before any work;
 3. `shapes` binds the inputs' unknown dimensions; onnx shape inference gives every value a
@@ -23,8 +24,7 @@ from ..graph.ir import Graph, Value
 from . import onnx_ops, onnx_ops_linalg, onnx_ops_nn, onnx_ops_norm, onnx_ops_shape  # noqa: F401  (registers)
 from .builder import CONVERTERS, Builder
 from .fold import FOLD_ONLY, MAX_ITERATIONS, fold_once, static_shape
-
-SUPPORTED_OPSETS = range(13, 22)
+from .opsets import SUPPORTED_OPSETS, at_supported_opset  # noqa: F401  (SUPPORTED_OPSETS: part of this API)
 
 
 def load(model: str | os.PathLike | Any | bytes, shapes: dict[str, tuple[int, ...]] | None = None) -> Graph:
@@ -32,8 +32,7 @@ def load(model: str | os.PathLike | Any | bytes, shapes: dict[str, tuple[int, ..
     `shapes` binds the inputs' unknown dimensions, e.g. {"input": (1, 3, 224, 224)}."""
     import onnx
 
-    proto = _as_model(model)
-    _check_opset(proto)
+    proto = at_supported_opset(_as_model(model))
     check_supported(proto)
     work = onnx.ModelProto()
     work.CopyFrom(proto)
@@ -60,14 +59,6 @@ def _as_model(model: Any) -> Any:
         raise ValueError(f"onnx.load: cannot read {what}: {e.strerror or e}") from None
     except Exception as e:  # noqa: BLE001  (protobuf's DecodeError and kin: not an ONNX model)
         raise ValueError(f"onnx.load: cannot parse {what} as an ONNX model ({type(e).__name__}: {e})") from None
-
-
-def _check_opset(model: Any) -> None:
-    versions = [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")]
-    if not versions or versions[0] not in SUPPORTED_OPSETS:
-        got = versions[0] if versions else "none"
-        raise ValueError(f"onnx model: opset {got} is not supported (supported: {SUPPORTED_OPSETS.start}.."
-                         f"{SUPPORTED_OPSETS.stop - 1}); convert it with onnx.version_converter")
 
 
 def attributes(node: Any) -> dict[str, Any]:

@@ -3,6 +3,7 @@ folding of constant sub-graphs, and the errors that refuse a model before any wo
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -138,11 +139,41 @@ def test_bad_shapes_are_refused(shapes: dict, message: str) -> None:
         frontend.load(_cnn(), shapes=shapes)
 
 
-@pytest.mark.parametrize("opset", [12, 22])
-def test_an_unsupported_opset_is_named(opset: int) -> None:
-    model = make_model([helper.make_node("Relu", ["x"], ["y"])], {"x": ((3,), F)}, ["y"], opset=opset)
-    with pytest.raises(ValueError, match=f"opset {opset} is not supported"):
+@pytest.mark.parametrize("opset", [12, 22, 23, 28])
+def test_a_model_whose_ops_mean_the_same_loads_at_the_nearest_supported_opset(opset: int) -> None:
+    """Conv, Relu, MaxPool, Flatten, Gemm, ArgMax keep their signatures from 12 to 28 (later
+    versions only add types): the model imports as it does at 13 or 21 (Softmax's default axis
+    changed at 13, so the CNN without it; ArgMax gained an attribute at 12)."""
+    def cnn(at: int) -> onnx.ModelProto:
+        model = _cnn(2)
+        del model.graph.node[-1]
+        del model.graph.output[0]
+        model.opset_import[0].version = at
+        return model
+
+    nearest = 13 if opset < 13 else 21
+    want = check_against_ort(cnn(nearest))
+    got = frontend.load(cnn(opset))
+    assert [(n.op, n.params) for n in got.nodes] == [(n.op, n.params) for n in want.nodes]
+
+
+@pytest.mark.parametrize("nodes, opset, named", [
+    ([helper.make_node("Softmax", ["x"], ["y"], name="sm")], 11, "Softmax ('sm') differs between opsets 11 and 13"),
+    ([helper.make_node("ArgMax", ["x"], ["y"], name="am")], 11, "ArgMax ('am')"),
+    ([helper.make_node("Unsqueeze", ["x"], ["y"], name="un", axes=[0])], 12, "Unsqueeze ('un')"),  # axes: input at 13
+    ([helper.make_node("MaxPool", ["x"], ["y"], name="mp", kernel_shape=[2], strides=[2], pads=[0, 1], ceil_mode=1)],
+     22, "MaxPool ('mp') means something else at opset 22"),                # its last window starts in the padding
+])
+def test_a_model_whose_ops_changed_is_refused_naming_them(nodes, opset: int, named: str) -> None:
+    model = make_model(nodes, {"x": ((1, 2, 6), F)}, ["y"], opset=opset)
+    with pytest.raises(ValueError, match=rf"opset {opset} is not supported .*{re.escape(named)}"):
         frontend.load(model)
+
+
+def test_a_ceil_mode_pool_whose_windows_all_start_inside_loads_at_opset_22() -> None:
+    model = make_model([helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2], strides=[2], ceil_mode=1)],
+                       {"x": ((1, 2, 7), F)}, ["y"], opset=22)
+    assert frontend.load(model).value("y").shape == (1, 2, 4)
 
 
 def test_a_runtime_slice_bound_is_refused_naming_the_node() -> None:

@@ -1,0 +1,155 @@
+"""Which ONNX opsets the frontend takes, and how a model stamped outside them can still load.
+
+A model carries one default-domain opset, and each op means its newest version at or below it.
+The converters are written against opsets 13 to 21 (SUPPORTED_OPSETS). Most later versions only
+widened types (bfloat16, float8, int4, ...), and many earlier ones match 13 too, so a model
+stamped outside the range loads at the nearest supported opset when every node's op has the
+same signature there (inputs, outputs, attributes with their defaults), strict shape inference
+with type checks still passes there, and no node uses a meaning that changed without
+a signature change (CHANGED_MEANING). Otherwise one ValueError names each op that stops it.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+SUPPORTED_OPSETS = range(13, 22)
+
+# (op, first opset of the new meaning) -> whether a node (given its input's shape, None when
+# unknown) is affected: MaxPool-22 and AveragePool-22 drop a ceil-mode output window that would
+# start in the right padding, which the earlier versions keep.
+CHANGED_MEANING: dict[tuple[str, int], Callable[[Any, tuple[int, ...] | None], bool]] = {
+    ("MaxPool", 22): lambda node, shape: _window_in_padding(node, shape),
+    ("AveragePool", 22): lambda node, shape: _window_in_padding(node, shape),
+}
+
+
+def default_opset(model: Any) -> int | None:
+    versions = [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")]
+    return versions[0] if versions else None
+
+
+def at_supported_opset(model: Any) -> Any:
+    """`model` if its opset is supported, else the model restamped (`restamp`); ValueError when
+    it cannot be, naming what stops it."""
+    moved, blockers = _restamped(model, SUPPORTED_OPSETS)
+    if blockers:
+        first, last = SUPPORTED_OPSETS.start, SUPPORTED_OPSETS.stop - 1
+        raise ValueError(f"onnx model: opset {default_opset(model)} is not supported (supported: {first}..{last}) "
+                         f"and the model cannot run at the nearest: {'; '.join(blockers)}; convert it with "
+                         f"onnx.version_converter")
+    return moved
+
+
+def restamp(model: Any, opsets: range) -> Any:
+    """`model` at the nearest opset in `opsets` where its nodes mean what they meant (module
+    docstring); `model` itself where that cannot be or it is already in range."""
+    moved, blockers = _restamped(model, opsets)
+    return model if blockers else moved
+
+
+def _restamped(model: Any, opsets: range) -> tuple[Any, list[str]]:
+    """(the model at the nearest opset in `opsets`, []) or (model, what stops the move)."""
+    import onnx
+
+    opset = default_opset(model)
+    if opset is None:
+        return model, ["no default-domain opset is imported"]
+    target = min(max(opset, opsets.start), opsets.stop - 1)
+    if target == opset:
+        return model, []
+    blockers = _changed_ops(model, model.graph.node, opset, target)
+    if blockers:
+        return model, blockers
+    moved = onnx.ModelProto()
+    moved.CopyFrom(model)
+    next(o for o in moved.opset_import if o.domain in ("", "ai.onnx")).version = target
+    try:   # a type the older version lacks, or its shape inference disagreeing with the model's shapes
+        onnx.shape_inference.infer_shapes(moved, check_type=True, strict_mode=True)
+    except onnx.shape_inference.InferenceError as e:
+        return model, [f"at opset {target} it fails {type(e).__name__}: {str(e).splitlines()[0][:200]}"]
+    return moved, []
+
+
+def _changed_ops(model: Any, nodes: Sequence[Any], opset: int, target: int) -> list[str]:
+    """One line per op whose signature or meaning differs between `opset` and `target`."""
+    out: dict[str, str] = {}
+    shapes: dict[str, tuple[int, ...] | None] | None = None
+    for node in nodes:
+        if node.op_type in out:
+            continue
+        named = f"{node.op_type} ({node.name!r})" if node.name else node.op_type
+        before = _signature(node.op_type, node.domain, opset)
+        if before is None or before != _signature(node.op_type, node.domain, target):
+            out[node.op_type] = f"{named} differs between opsets {opset} and {target}"
+            continue
+        for (op, since), affects in CHANGED_MEANING.items():
+            if op != node.op_type or not min(opset, target) < since <= max(opset, target):
+                continue
+            shapes = _static_shapes(model) if shapes is None else shapes
+            if affects(node, shapes.get(node.input[0])):
+                out[op] = f"{named} means something else at opset {since} and later"
+    return list(out.values())
+
+
+def _static_shapes(model: Any) -> dict[str, tuple[int, ...] | None]:
+    """Each value's shape by onnx shape inference at the model's own opset (None: not static)."""
+    import onnx
+
+    try:
+        graph = onnx.shape_inference.infer_shapes(model).graph
+    except onnx.shape_inference.InferenceError:
+        return {}
+    out: dict[str, tuple[int, ...] | None] = {}
+    for info in (*graph.input, *graph.value_info, *graph.output):
+        dims = info.type.tensor_type.shape.dim
+        out[info.name] = tuple(d.dim_value for d in dims) if all(d.HasField("dim_value") for d in dims) else None
+    return out
+
+
+def _window_in_padding(node: Any, shape: tuple[int, ...] | None) -> bool:
+    """Whether a ceil-mode pool's last output window along some axis starts in the right padding
+    (where the two meanings differ); True when the input's shape is not known."""
+    if _attribute(node, "ceil_mode", 0) != 1:
+        return False
+    if shape is None:
+        return True
+    spatial = shape[2:]
+    kernel = _attribute(node, "kernel_shape", [1] * len(spatial))
+    strides = _attribute(node, "strides", [1] * len(spatial))
+    dilations = _attribute(node, "dilations", [1] * len(spatial))
+    pads = _attribute(node, "pads", [0] * 2 * len(spatial))
+    if _attribute(node, "auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
+        return True
+    for i, size in enumerate(spatial):
+        begin, end = pads[i], pads[i + len(spatial)]
+        span = size + begin + end - dilations[i] * (kernel[i] - 1) - 1
+        count = -(-span // strides[i]) + 1
+        if (count - 1) * strides[i] >= size + begin:
+            return True
+    return False
+
+
+def _signature(op: str, domain: str, opset: int) -> tuple | None:
+    """What a node depends on in its op's schema at `opset`: None where the op does not exist."""
+    import onnx
+
+    try:
+        s = onnx.defs.get_schema(op, opset, domain)
+    except onnx.defs.SchemaError:
+        return None
+    if s.deprecated:
+        return None
+    attrs = {n: (a.type, a.required, a.default_value.SerializeToString()) for n, a in s.attributes.items()}
+    return _formal(s.inputs), _formal(s.outputs), attrs
+
+
+def _formal(params: Sequence[Any]) -> list[tuple[str, Any, str]]:
+    return [(p.name, p.option, p.type_str) for p in params]
+
+
+def _attribute(node: Any, name: str, default: Any) -> Any:
+    import onnx
+
+    found = next((a for a in node.attribute if a.name == name), None)
+    return default if found is None else onnx.helper.get_attribute_value(found)
