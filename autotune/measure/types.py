@@ -122,6 +122,11 @@ class MeasureOptions:
     warmup: calls before timing; the first call is also the one whose output is checked.
     flush_cache: before each timing, write a buffer twice the last-level cache (cold-cache
         costs; pair it with number=1 for every call to start cold).
+    cold_inputs: the timed calls take turns over enough copies of the inputs that no call finds
+        its inputs in the cores' private (L2) caches, as a kernel inside a model never finds its
+        weights there: every other layer's data passed through since its last call. Off, a
+        kernel whose inputs fit in L2 is timed with them hot (a matrix-vector product 12x
+        faster than it runs in the model). `tune_model` turns it on. CPU only.
     rtol/atol: None = by dtype (float32: rtol 1e-4, atol 1e-4 * sqrt(reduction size)); a
         given atol is used as is.
     max_builds_per_worker: builds before a build worker is replaced (llvmlite leaks a little
@@ -133,6 +138,7 @@ class MeasureOptions:
     min_repeat_ms: float = 50.0
     warmup: int = 1
     flush_cache: bool = False
+    cold_inputs: bool = False
     run_timeout_s: float = 10.0
     build_timeout_s: float = 30.0
     build_workers: int = field(default_factory=_cores)

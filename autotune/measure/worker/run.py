@@ -4,7 +4,8 @@ The request names the task's check data (`autotune.measure.check_data`): a direc
 inputs and expected outputs that the parent wrote once per task, plus the output specs and the
 tolerances. The worker reads them once (cached for a few tasks), pre-fills fresh outputs with NaN
 (or a sentinel) so elements a kernel never writes show up, runs the candidate once and compares,
-warms up, then takes `repeat` timings of `number` calls through `BuiltFunction.bind`.
+warms up, then takes `repeat` timings of `number` calls through `BuiltFunction.bind` (with
+`cold_inputs`, calls taking turns over copies of the inputs).
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ import numpy as np
 from ...dtype import dtype_info, is_float
 from ..types import ErrorKind
 from ..wire import first_line
-from .timing import measure_costs
+from .timing import cold_copies, measure_costs, taking_turns
 
 
 @dataclass
@@ -123,6 +124,19 @@ def handle_run(req: dict[str, Any], obj: bytes,
     return run_candidate(req, event, lambda: load_module(req["signature"], obj))
 
 
+def _with_cold_inputs(built: Any, fn: Callable[[], None], inputs: list[np.ndarray], outputs: list[np.ndarray],
+                      private_cache_bytes: int | None = None) -> Callable[[], None]:
+    """`fn` taking turns with calls on copies of the inputs (`MeasureOptions.cold_inputs`);
+    the private caches are this machine's L2 times its cores unless given."""
+    if private_cache_bytes is None:
+        from ...target import Target
+
+        facts = Target.parse("llvm").cpu
+        private_cache_bytes = facts.l2_bytes * facts.cores
+    copies = cold_copies(sum(a.nbytes for a in inputs), private_cache_bytes)
+    return taking_turns([fn] + [built.bind(*[a.copy() for a in inputs], *outputs) for _ in range(copies - 1)])
+
+
 def run_candidate(req: dict[str, Any], event: Callable[[dict[str, Any]], None], load: Callable[[], Any],
                   timer: Callable[[Callable[[], None], int], float] | None = None,
                   fatal: type[Exception] | tuple = ()) -> tuple[dict[str, Any], bytes]:
@@ -137,7 +151,8 @@ def run_candidate(req: dict[str, Any], event: Callable[[dict[str, Any]], None], 
     kernel_s = 0.0
     try:
         outputs = fresh_outputs(spec["outputs"])
-        fn = load().bind(*data.inputs, *outputs)
+        built = load()
+        fn = built.bind(*data.inputs, *outputs)
         t0 = time.perf_counter()
         fn()
         getattr(fn, "fetch", lambda: None)()      # a GPU kernel's outputs come back to the host
@@ -146,6 +161,8 @@ def run_candidate(req: dict[str, Any], event: Callable[[dict[str, Any]], None], 
             wrong = _check_outputs(req["signature"], spec, outputs, data.expected)
             if wrong:
                 return run_reply(ErrorKind.WRONG_RESULT, wrong, run_seconds=kernel_s), b""
+        if options.get("cold_inputs"):
+            fn = _with_cold_inputs(built, fn, data.inputs, outputs)
         t0 = time.perf_counter()
         for _ in range(options["warmup"] - 1):
             fn()

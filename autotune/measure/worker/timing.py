@@ -38,6 +38,25 @@ def flush_cache() -> None:
     _FLUSH += 1
 
 
+MAX_COLD_COPIES = 64
+
+
+def cold_copies(input_bytes: int, private_cache_bytes: int) -> int:
+    """How many sets of inputs the timed calls take turns over so that their total is twice
+    the private caches (a set at least that large needs no copy); at most MAX_COLD_COPIES."""
+    if input_bytes <= 0:
+        return 1
+    return max(1, min(MAX_COLD_COPIES, math.ceil(2 * private_cache_bytes / input_bytes)))
+
+
+def taking_turns(fns: list[Callable[[], None]]) -> Callable[[], None]:
+    """One call of the next function of `fns` per call, round robin."""
+    if len(fns) == 1:
+        return fns[0]
+    turn = itertools.cycle(fns)
+    return lambda: next(turn)()
+
+
 def time_calls(fn: Callable[[], None], number: int, flush: bool) -> float:
     """Seconds of `number` calls; never below the clock's resolution (a cost of 0 is no measurement)."""
     if flush:
