@@ -74,6 +74,10 @@ class CpuFacts:
         return max(1, self.vector_bytes // dtype_bytes)
 
 
+# The CPU code generator loads a vector whose lanes are 2 to this many elements apart as one
+# load of the span and a shuffle (a gather beyond): schedules rely on strides up to it.
+MAX_SHUFFLED_STRIDE = 4
+
 # cache sizes assumed where the OS does not say (a common x86 core of the last decade)
 FALLBACK_CACHES = {1: 32 * 1024, 2: 1024 * 1024}
 LIMITS: dict[str, GpuLimits | None] = {"llvm": None, "cuda": CUDA_LIMITS}

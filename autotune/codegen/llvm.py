@@ -30,6 +30,7 @@ from ..ir.nodes import (
     Stmt,
     Store,
 )
+from ..target import MAX_SHUFFLED_STRIDE
 from ..te.expr import And, Binary, Call, Cast, Compare, Const, Expr, Not, Or, Select, Var
 from . import llvm_helpers as h
 from .llvm_abi import NUM_THREADS_SYMBOL, define_heap_table, entry_symbol, status_error
@@ -69,9 +70,9 @@ def _is_contiguous(index: Expr) -> TypeGuard[Ramp]:
 
 
 def _is_short_stride(index: Expr) -> TypeGuard[Ramp]:
-    """A constant stride of 2 to MAX_LOAD_STRIDE: loaded as one span and shuffled, not gathered."""
+    """A constant stride of 2 to MAX_SHUFFLED_STRIDE: loaded as one span and shuffled, not gathered."""
     return (isinstance(index, Ramp) and isinstance(index.stride, Const)
-            and 2 <= index.stride.value <= h.MAX_LOAD_STRIDE)
+            and 2 <= index.stride.value <= MAX_SHUFFLED_STRIDE)
 
 
 class LLVMCodegen:

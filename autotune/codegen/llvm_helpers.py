@@ -290,7 +290,6 @@ def load_vector(b: ir.IRBuilder, ptr: ir.Value, vty: ir.VectorType,
                           overload=[vty, PTR], ret=vty)
 
 
-MAX_LOAD_STRIDE = 4     # a span of (lanes - 1) * stride + 1 elements: at most 4 vectors' worth
 
 
 def load_strided(b: ir.IRBuilder, ptr: ir.Value, vty: ir.VectorType, stride: int,

@@ -22,7 +22,7 @@ layer's arithmetic and data volumes:
               full vector whatever the image width
   "gemm"      im2col panels through the matmul micro-kernel (when not placed above)
   "nchw"      vectorised along the output width; first for depthwise layers with a stride of at
-              most MAX_LOAD_STRIDE (1 to 4; a strided vector load is then one load of the span
+              most MAX_SHUFFLED_STRIDE (1 to 4; a strided vector load is then one load of the span
               and a shuffle): 9 multiply-adds per output do not pay for the blocked layout's
               transposes (MobileNet-V2's 3x3 stride-2 layers, 2 threads: 96 channels at 112x112
               0.180 ms NCHW's default, 0.329 ms blocked; 144 at 56x56 0.080 / 0.125)
@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from ... import te
-from ...codegen.llvm_helpers import MAX_LOAD_STRIDE
+from ...target import MAX_SHUFFLED_STRIDE
 from ...topi import conv as topi_conv
 from ...topi.conv import ConvGeometry, Epilogue
 from ..schedule import Schedule
@@ -76,7 +76,7 @@ def algorithm_order(g: ConvGeometry, N: int) -> list[str]:
     names = [name for name, module in ALGORITHMS.items() if module.APPLIES(g)]
     if "winograd" in names and winograd.multiply_saving(g, N) < WINOGRAD_SAVING:
         names.append(names.pop(names.index("winograd")))
-    if g.groups == g.in_channels == g.out_channels and max(g.stride) <= MAX_LOAD_STRIDE:
+    if g.groups == g.in_channels == g.out_channels and max(g.stride) <= MAX_SHUFFLED_STRIDE:
         names.insert(0, names.pop(names.index("nchw")))
     weights = g.out_channels * g.in_channels // g.groups * g.kernel[0] * g.kernel[1]
     heavy_weights = weights > N * g.in_channels * g.spatial[0] * g.spatial[1]
