@@ -94,8 +94,9 @@ def tune_model(model: Any, trials: int = 1000, db: Any = None, target: str = "ll
     of `trials` measurements and, with `time_budget`, of that many seconds of wall time (checked
     after each batch). Every result lands in the database `db`; `compile_model` then runs the
     tuned kernels, and a second call resumes. `cluster`: measure on a Ray cluster, as `tune`.
-    `measure_option` defaults to MeasureOptions(cold_inputs=True): a kernel is timed as it runs
-    in the model, without its weights in the private caches.
+    `measure_option`: MeasureOptions(cold_inputs=True) times each kernel without its inputs in
+    the private caches (weights are cold in a large model, but so then are the activations,
+    which a model's previous kernel just wrote: the BERT layer tuned so ran slower than untuned).
 
     A first round measures one config of every task (the xgb tuner's first is the template's
     default), so the model's estimate exists after a trial per task, however short the budget;
@@ -126,7 +127,7 @@ def tune_model(model: Any, trials: int = 1000, db: Any = None, target: str = "ll
         if time_budget is not None and progress.elapsed >= time_budget:
             raise StopTuning()
 
-    options = measure_option or MeasureOptions(cold_inputs=True)    # weights come cold in a model
+    options = measure_option or MeasureOptions()
     meas = make_measurer(options, measurer, cluster, [t.task for t in tasks])   # one for both phases
 
     def phase(budget: int, size: int) -> list[TuneResult]:

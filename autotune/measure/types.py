@@ -126,7 +126,7 @@ class MeasureOptions:
         its inputs in the cores' private (L2) caches, as a kernel inside a model never finds its
         weights there: every other layer's data passed through since its last call. Off, a
         kernel whose inputs fit in L2 is timed with them hot (a matrix-vector product 12x
-        faster than it runs in the model). `tune_model` turns it on. CPU only.
+        faster than it runs in the model). Every input is copied, activations too. CPU only.
     rtol/atol: None = by dtype (float32: rtol 1e-4, atol 1e-4 * sqrt(reduction size)); a
         given atol is used as is.
     max_builds_per_worker: builds before a build worker is replaced (llvmlite leaks a little
