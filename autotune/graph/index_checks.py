@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..topi.movement import first_out_of_range
 from .ir import Graph
 
 PASS_THROUGH = ("cast",)      # kernels that carry an index value unchanged (views do too)
@@ -26,9 +27,8 @@ class IndexCheck:
     rows: int       # valid indices: [-rows, rows)
 
     def __call__(self, feeds: Mapping[str, np.ndarray]) -> None:
-        idx = feeds[self.source]
-        if idx.size and (idx.min() < -self.rows or idx.max() >= self.rows):
-            bad = idx[(idx < -self.rows) | (idx >= self.rows)].flat[0]
+        bad = first_out_of_range(feeds[self.source], self.rows)
+        if bad is not None:
             raise ValueError(f"input {self.source!r}: index {bad} is out of range for node {self.node!r}, "
                              f"which gathers from {self.rows} entries (valid: {-self.rows}..{self.rows - 1})")
 

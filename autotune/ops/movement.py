@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..runtime import load
-from ..topi.movement import normalize_perm, slice_ranges
+from ..topi.movement import first_out_of_range, normalize_perm, slice_ranges
 from .checks import arrays as checked_arrays, contiguous
 
 
@@ -130,8 +130,8 @@ def take(weight: np.ndarray, indices: Any, db: Any = None) -> np.ndarray:
     if idx.dtype.kind not in "iu":
         raise TypeError(f"take: argument indices must be an integer array, got {idx.dtype}")
     n = weight.shape[0]
-    if idx.size and (idx.min() < -n or idx.max() >= n):
-        bad = idx[(idx < -n) | (idx >= n)].flat[0]
+    bad = first_out_of_range(idx, n)
+    if bad is not None:
         raise ValueError(f"take: argument indices holds {bad}, out of range for weight's {n} rows")
     if idx.size == 0:
         return np.empty(idx.shape + weight.shape[1:], weight.dtype)

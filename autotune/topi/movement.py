@@ -118,6 +118,14 @@ def strided_slice(x: te.Tensor, begin: Sequence[int], end: Sequence[int],
                       name="slice", tag=INJECTIVE)
 
 
+def first_out_of_range(indices: Any, rows: int) -> int | None:
+    """The first of the integer array `indices` outside [-rows, rows), the range `take` gathers
+    from (negative indices count back), or None: what callers reject before the kernel clips."""
+    if not indices.size or (indices.min() >= -rows and indices.max() < rows):
+        return None
+    return int(indices[(indices < -rows) | (indices >= rows)].flat[0])
+
+
 def take(weight: te.Tensor, indices: te.Tensor) -> te.Tensor:
     """out[i..., j...] = weight[indices[i...], j...]: rows of `weight` (axis 0) picked by int32
     `indices`, a negative one counting back from the end (numpy, ONNX Gather). Indices outside
