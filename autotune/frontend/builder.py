@@ -31,6 +31,23 @@ class Converter:
 CONVERTERS: dict[str, Converter] = {}
 
 
+def attributes(node: Any) -> Attrs:
+    """A node's attributes as Python values (strings decoded, tensors as numpy arrays)."""
+    from onnx import AttributeProto, helper, numpy_helper
+
+    out: Attrs = {}
+    for a in node.attribute:
+        value = helper.get_attribute_value(a)
+        if a.type == AttributeProto.STRING:
+            value = value.decode()
+        elif a.type == AttributeProto.TENSOR:
+            value = numpy_helper.to_array(value)
+        elif a.type in (AttributeProto.INTS, AttributeProto.FLOATS):
+            value = list(value)
+        out[a.name] = value
+    return out
+
+
 def _no_check(node: Any, attrs: Attrs) -> list[str]:
     return []
 

@@ -22,7 +22,7 @@ import numpy as np
 from ..dtype import dtype_info
 from ..graph.ir import Graph, Value
 from . import onnx_ops, onnx_ops_linalg, onnx_ops_nn, onnx_ops_norm, onnx_ops_shape  # noqa: F401  (registers)
-from .builder import CONVERTERS, Builder
+from .builder import CONVERTERS, Builder, attributes
 from .fold import FOLD_ONLY, MAX_ITERATIONS, fold_once, static_shape
 from .opsets import SUPPORTED_OPSETS, at_supported_opset  # noqa: F401  (SUPPORTED_OPSETS: part of this API)
 
@@ -59,23 +59,6 @@ def _as_model(model: Any) -> Any:
         raise ValueError(f"onnx.load: cannot read {what}: {e.strerror or e}") from None
     except Exception as e:  # noqa: BLE001  (protobuf's DecodeError and kin: not an ONNX model)
         raise ValueError(f"onnx.load: cannot parse {what} as an ONNX model ({type(e).__name__}: {e})") from None
-
-
-def attributes(node: Any) -> dict[str, Any]:
-    """A node's attributes as Python values (strings decoded, tensors as numpy arrays)."""
-    from onnx import AttributeProto, helper, numpy_helper
-
-    out: dict[str, Any] = {}
-    for a in node.attribute:
-        value = helper.get_attribute_value(a)
-        if a.type == AttributeProto.STRING:
-            value = value.decode()
-        elif a.type == AttributeProto.TENSOR:
-            value = numpy_helper.to_array(value)
-        elif a.type in (AttributeProto.INTS, AttributeProto.FLOATS):
-            value = list(value)
-        out[a.name] = value
-    return out
 
 
 def node_name(node: Any, index: int) -> str:

@@ -13,15 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-SUPPORTED_OPSETS = range(13, 22)
+from .builder import attributes
 
-# (op, first opset of the new meaning) -> whether a node (given its input's shape, None when
-# unknown) is affected: MaxPool-22 and AveragePool-22 drop a ceil-mode output window that would
-# start in the right padding, which the earlier versions keep.
-CHANGED_MEANING: dict[tuple[str, int], Callable[[Any, tuple[int, ...] | None], bool]] = {
-    ("MaxPool", 22): lambda node, shape: _window_in_padding(node, shape),
-    ("AveragePool", 22): lambda node, shape: _window_in_padding(node, shape),
-}
+SUPPORTED_OPSETS = range(13, 22)
 
 
 def default_opset(model: Any) -> int | None:
@@ -58,7 +52,7 @@ def _restamped(model: Any, opsets: range) -> tuple[Any, list[str]]:
     target = min(max(opset, opsets.start), opsets.stop - 1)
     if target == opset:
         return model, []
-    blockers = _changed_ops(model, model.graph.node, opset, target)
+    blockers = _changed_ops(model, opset, target)
     if blockers:
         return model, blockers
     moved = onnx.ModelProto()
@@ -71,11 +65,11 @@ def _restamped(model: Any, opsets: range) -> tuple[Any, list[str]]:
     return moved, []
 
 
-def _changed_ops(model: Any, nodes: Sequence[Any], opset: int, target: int) -> list[str]:
+def _changed_ops(model: Any, opset: int, target: int) -> list[str]:
     """One line per op whose signature or meaning differs between `opset` and `target`."""
     out: dict[str, str] = {}
     shapes: dict[str, tuple[int, ...] | None] | None = None
-    for node in nodes:
+    for node in model.graph.node:
         if node.op_type in out:
             continue
         named = f"{node.op_type} ({node.name!r})" if node.name else node.op_type
@@ -110,17 +104,16 @@ def _static_shapes(model: Any) -> dict[str, tuple[int, ...] | None]:
 def _window_in_padding(node: Any, shape: tuple[int, ...] | None) -> bool:
     """Whether a ceil-mode pool's last output window along some axis starts in the right padding
     (where the two meanings differ); True when the input's shape is not known."""
-    if _attribute(node, "ceil_mode", 0) != 1:
+    attrs = attributes(node)
+    if attrs.get("ceil_mode", 0) != 1:
         return False
-    if shape is None:
+    if shape is None or attrs.get("auto_pad", "NOTSET") != "NOTSET":
         return True
     spatial = shape[2:]
-    kernel = _attribute(node, "kernel_shape", [1] * len(spatial))
-    strides = _attribute(node, "strides", [1] * len(spatial))
-    dilations = _attribute(node, "dilations", [1] * len(spatial))
-    pads = _attribute(node, "pads", [0] * 2 * len(spatial))
-    if _attribute(node, "auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
-        return True
+    kernel = attrs.get("kernel_shape", [1] * len(spatial))
+    strides = attrs.get("strides", [1] * len(spatial))
+    dilations = attrs.get("dilations", [1] * len(spatial))
+    pads = attrs.get("pads", [0] * 2 * len(spatial))
     for i, size in enumerate(spatial):
         begin, end = pads[i], pads[i + len(spatial)]
         span = size + begin + end - dilations[i] * (kernel[i] - 1) - 1
@@ -128,6 +121,15 @@ def _window_in_padding(node: Any, shape: tuple[int, ...] | None) -> bool:
         if (count - 1) * strides[i] >= size + begin:
             return True
     return False
+
+
+# (op, first opset of the new meaning) -> whether a node (given its input's shape, None when
+# unknown) is affected: MaxPool-22 and AveragePool-22 drop a ceil-mode output window that would
+# start in the right padding, which the earlier versions keep.
+CHANGED_MEANING: dict[tuple[str, int], Callable[[Any, tuple[int, ...] | None], bool]] = {
+    ("MaxPool", 22): _window_in_padding,
+    ("AveragePool", 22): _window_in_padding,
+}
 
 
 def _signature(op: str, domain: str, opset: int) -> tuple | None:
@@ -146,10 +148,3 @@ def _signature(op: str, domain: str, opset: int) -> tuple | None:
 
 def _formal(params: Sequence[Any]) -> list[tuple[str, Any, str]]:
     return [(p.name, p.option, p.type_str) for p in params]
-
-
-def _attribute(node: Any, name: str, default: Any) -> Any:
-    import onnx
-
-    found = next((a for a in node.attribute if a.name == name), None)
-    return default if found is None else onnx.helper.get_attribute_value(found)
