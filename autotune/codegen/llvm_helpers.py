@@ -290,8 +290,6 @@ def load_vector(b: ir.IRBuilder, ptr: ir.Value, vty: ir.VectorType,
                           overload=[vty, PTR], ret=vty)
 
 
-
-
 def load_strided(b: ir.IRBuilder, ptr: ir.Value, vty: ir.VectorType, stride: int,
                  mask: ir.Value | None = None) -> ir.Value:
     """Lane i reads ptr[i * stride]: the span from the first lane's element to the last one's

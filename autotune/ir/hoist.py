@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ..schedules.schedule import Schedule, Stage, create_schedule
-from ..te.tensor import ComputeOp, PlaceholderOp, Tensor
+from ..te.tensor import ComputeOp, PlaceholderOp, Tensor, post_order
 from .lower import lower
 from .nodes import PrimFunc
 from .schedule_ops import needed_stages
@@ -82,18 +82,7 @@ def frontier(s: Schedule, consts: set[int]) -> list[Stage]:
 
 def _placeholders(t: Tensor) -> set[int]:
     """Ids of the placeholder ops `t` reads, transitively."""
-    seen: set[int] = set()
-    found: set[int] = set()
-    todo = [t.op]
-    while todo:
-        op = todo.pop()
-        if id(op) in seen:
-            continue
-        seen.add(id(op))
-        if isinstance(op, PlaceholderOp):
-            found.add(id(op))
-        todo.extend(x.op for x in op.input_tensors)
-    return found
+    return {id(op) for op in post_order([t.op]) if isinstance(op, PlaceholderOp)}
 
 
 def plan_hoist(s: Schedule, args: Sequence[Tensor], consts: Iterable[int]) -> HoistPlan | None:
