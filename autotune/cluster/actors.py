@@ -18,6 +18,7 @@ from .nodes import devices
 MAX_STARTUP_FAILURES = 3     # actors of a target that died while starting, before its work fails
 RECOUNT_S = 1.0              # how often the live devices are counted again while work waits
 DEPTH = 2                    # candidates handed to an actor at once: the next one is there when one ends
+CLOSE_TIMEOUT_S = 5.0        # how long closing waits for actors to remove their check data before killing them
 
 
 @dataclass(eq=False)
@@ -102,6 +103,10 @@ class ActorPool:
         self._counted = -RECOUNT_S
 
     def close(self) -> None:
+        """Let the ready actors close their runners (which removes their check data), then kill all."""
+        closing = [a.handle.close.remote() for a in self.actors if a.ready]
+        if closing:
+            ray.wait(closing, num_returns=len(closing), timeout=CLOSE_TIMEOUT_S)
         for actor in list(self.actors):
             self.drop(actor)
         self.starting.clear()

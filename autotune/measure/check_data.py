@@ -9,6 +9,7 @@ task's directory, and the output specs and tolerances from the request (`CheckDa
 from __future__ import annotations
 
 import math
+import os
 import shutil
 import tempfile
 import weakref
@@ -25,6 +26,7 @@ from ..schedules.task import Task
 
 _BASE_TOL = {"float16": 1e-2, "float32": 1e-4, "float64": 1e-9}
 MAX_TASKS_ON_DISK = 8
+_PREFIX = "autotune-check-"
 
 
 def tolerance(dtype: str, reduction: int, options: dict[str, Any]) -> tuple[float, float]:
@@ -96,12 +98,33 @@ def write_check_data(task: Task, directory: Path, options: dict[str, Any]) -> Ch
     return save_check_arrays(check_arrays(task, options), directory)
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_orphans(tmp: Path) -> None:
+    """Remove the check data of stores whose process died without closing them (killed by a
+    signal, or a Ray actor killed by its pool): the directory's name carries its owner's pid."""
+    for directory in tmp.glob(f"{_PREFIX}*-*"):
+        pid = directory.name[len(_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            shutil.rmtree(directory, ignore_errors=True)
+
+
 class CheckDataStore:
     """The check data of the last few tasks, in a private temporary directory removed on close
-    (or at exit). Keyed by workload and target: equal tasks share their data."""
+    (or at exit; a later store removes it if its process was killed). Keyed by workload and
+    target: equal tasks share their data."""
 
     def __init__(self) -> None:
-        self.root = Path(tempfile.mkdtemp(prefix="autotune-check-"))
+        remove_orphans(Path(tempfile.gettempdir()))
+        self.root = Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-"))
         self._cleanup = weakref.finalize(self, shutil.rmtree, self.root, True)
         self._entries: OrderedDict[Hashable, CheckData] = OrderedDict()
         self._made = 0

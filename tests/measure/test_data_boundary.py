@@ -16,7 +16,7 @@ import pytest
 import autotune
 from autotune import te
 from autotune.measure import MeasureInput, MeasureOptions, Measurer
-from autotune.measure.check_data import CheckDataStore, task_inputs
+from autotune.measure.check_data import CheckDataStore, remove_orphans, task_inputs
 from autotune.schedules import task as task_module
 from autotune.schedules.space import ConfigEntity
 from autotune.schedules.task import TEMPLATES, create_task, template
@@ -99,6 +99,33 @@ def test_check_data_is_made_once_per_task_and_read_back_exactly():
     finally:
         store.close()
     assert not Path(data.directory).exists()
+
+
+
+
+KILLED_OWNER = """
+import os, signal, sys
+from autotune.measure.check_data import CheckDataStore
+from autotune.schedules.task import create_task
+from autotune.measure import MeasureOptions
+store = CheckDataStore()
+print(store.get(create_task("matmul", M=5, N=3, K=7), MeasureOptions().to_json()).directory, flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_check_data_of_a_killed_process_is_removed_by_the_next_store(tmp_path):
+    """A tuner killed by a signal runs no exit handler: the next store on the machine removes
+    what it left (stores call remove_orphans when made), and leaves a live process's store alone."""
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    killed = subprocess.run([sys.executable, "-c", KILLED_OWNER], env=env, capture_output=True, text=True)
+    assert killed.returncode == -9, killed.stderr
+    left = Path(killed.stdout.strip())
+    assert left.exists() and left.parent.parent == tmp_path
+    live = tmp_path / f"autotune-check-{os.getppid()}-abc"      # a live process's store
+    live.mkdir()
+    remove_orphans(tmp_path)
+    assert not left.parent.exists() and live.exists()
 
 
 WORKER_SIDE = """
