@@ -5,9 +5,9 @@ A conv kernel repacks or transforms its weight on every call: the blocked `kerne
 split (`autotune.runtime.hoist`: the same task and config, only the build differs): the
 prologue runs here, once, on the constants, and the node's kernel reads what it made. The
 hoisted tensors become weights of the model; a raw constant that no node reads any more is not
-bound at all. Kernels sharing a weight and a kernel share what it became. Tuning measured the
-kernel with its transform (search and measurement are unchanged): the config is the tuned one,
-the model runs it minus the transform.
+bound at all. Kernels sharing a weight and a kernel share what it became. `tune_model` measures
+each such kernel split the same way (`Task.set_constant_inputs`), so the times it ranked configs
+by are those of the kernels run here.
 """
 from __future__ import annotations
 

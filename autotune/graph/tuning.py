@@ -2,10 +2,11 @@
 runs them, tuned under one budget by the gradient task scheduler (`autotune.tune_tasks`).
 
 The tasks are the kernels `compile_model` runs (the graph after its compile-time passes), so what
-is tuned is what runs. Identical kernels (same op, parameters and dtype) are one task whose
-weight is their count. The model's estimated latency is the weighted sum of the tasks' best
-times. A time budget stops at the next batch boundary; everything measured is already in the
-database, and a second call resumes from it.
+is tuned is what runs: a kernel reading weights is measured without the weight transforms that
+`compile_model` does once at compile time (`Task.set_constant_inputs`). Identical kernels (same
+op, parameters and dtype) are one task whose weight is their count. The model's estimated
+latency is the weighted sum of the tasks' best times. A time budget stops at the next batch
+boundary; everything measured is already in the database, and a second call resumes from it.
 """
 from __future__ import annotations
 
@@ -75,10 +76,17 @@ def estimated_latency(tasks: Sequence[ModelTask], best: Mapping[str, float]) -> 
 
 
 def model_tasks(graph: Graph, target: str = "llvm", db: Any = None) -> list[ModelTask]:
-    """The model's distinct kernels as tasks, in first-use order, weighted by their node count."""
+    """The model's distinct kernels as tasks, in first-use order, weighted by their node count.
+    Inputs that are graph constants at every use are the task's constant inputs: it is measured
+    with its weight transforms hoisted, as `compile_model` runs it."""
     prepared, _ = prepare_graph(graph, target, db)
-    return [ModelTask(create_task(ns[0].op, target=target, dtype=ns[0].dtype, **ns[0].params), len(ns),
-                      tuple(n.name for n in ns)) for ns in prepared.kernel_uses().values()]
+    tasks = []
+    for ns in prepared.kernel_uses().values():
+        task = create_task(ns[0].op, target=target, dtype=ns[0].dtype, **ns[0].params)
+        constant = [{p for p, v in enumerate(n.inputs) if v in prepared.constants} for n in ns]
+        task.set_constant_inputs(sorted(set.intersection(*constant)))
+        tasks.append(ModelTask(task, len(ns), tuple(n.name for n in ns)))
+    return tasks
 
 
 def _as_graph(model: Any, shapes: Mapping[str, tuple[int, ...]] | None) -> Graph:

@@ -8,8 +8,8 @@ transitively, constant inputs only (at least one), and a stage that is not hoist
 frontier). The kernel is the same schedule lowered with the frontier `given`; the prologue is a
 default schedule of the frontier (it runs once, so only its outer loops are parallel).
 
-Tuning still measures the whole kernel, transform included: the config the runtime picks is the
-one tuned, and a model runs it minus the transform.
+A task told its constant inputs (`Task.set_constant_inputs`, as `tune_model` does) is lowered,
+measured and ranked split this way; the prologue runs once per candidate, untimed.
 """
 from __future__ import annotations
 

@@ -12,13 +12,27 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InstantiationError
 from ..ir.serialize import dumps
 from .pool import STARTUP_TIMEOUT_S, WorkerDied, WorkerHandle, wait_readable
 from .types import BuildResult, ErrorKind, MeasureInput, MeasureOptions
-from .wire import first_line
+from .wire import first_line, pack_bundle
+
+if TYPE_CHECKING:
+    from ..schedules.task import Task
+
+
+def candidate_ir(task: Task, index: int) -> bytes:
+    """What a build worker compiles for one config: its serialized kernel, or for a task with
+    constant inputs whose weight transforms were hoisted, a bundle of the kernel's IR and its
+    prologue's, with the map from the task's inputs to the kernel's."""
+    func, plan = task.lower(index), task.hoist_plan(index)
+    if plan is None:
+        return dumps(func)
+    meta = {"prologue_inputs": list(plan.prologue_inputs), "sources": [list(s) for s in plan.sources]}
+    return pack_bundle(meta, [dumps(func), dumps(plan.prologue(f"{task.kernel_name}_prologue"))])
 
 
 def lowered_ir(inp: MeasureInput) -> tuple[bytes | None, BuildResult | None]:
@@ -29,7 +43,7 @@ def lowered_ir(inp: MeasureInput) -> tuple[bytes | None, BuildResult | None]:
         return None, BuildResult(inp.config_index, None, None, kind, msg, time.perf_counter() - t0)
 
     try:
-        return dumps(inp.task.lower(inp.config_index)), None
+        return candidate_ir(inp.task, inp.config_index), None
     except InstantiationError as exc:
         return failed(ErrorKind.INSTANTIATION_ERROR, first_line(exc))
     except Exception as exc:  # noqa: BLE001  (lowering refused it, or a template bug: this config's failure)

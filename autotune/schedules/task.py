@@ -11,7 +11,7 @@ import math
 import os
 import re
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +20,7 @@ import numpy as np
 from ..dtype import dtype_info, is_float
 from ..errors import ArgumentError, BuildError, InstantiationError, ScheduleError
 from ..ir.bounds import const_bound
+from ..ir.hoist import HoistPlan, plan_hoist
 from ..ir.lower import lower
 from ..ir.nodes import PrimFunc
 from ..target import Target
@@ -201,7 +202,8 @@ class Task:
         self.flop = declared if declared is not None else count_flop(computed)
         self.reduction = longest_reduction(args)
         self.kernel_name = re.sub(r"\W", "_", self.name) or "kernel"     # a C identifier (CUDA)
-        self._lowered: OrderedDict[int, PrimFunc | Exception] = OrderedDict()
+        self.constant_inputs: tuple[int, ...] = ()
+        self._lowered: OrderedDict[int, tuple[PrimFunc, HoistPlan | None] | Exception] = OrderedDict()
 
     @property
     def target_key(self) -> str:
@@ -242,16 +244,41 @@ class Task:
         except INSTANTIATION_ERRORS as e:
             raise InstantiationError(f"config {entity.index} of {self.workload_key}: {e}") from e
 
+    def set_constant_inputs(self, positions: Sequence[int]) -> None:
+        """Declare the inputs at `positions` constant where the kernel runs (a model's weights):
+        each config is then lowered, measured and ranked as `compile_model` runs it, with the
+        stages that read only those inputs (weight repacking, Winograd's U) hoisted out into a
+        prologue that measurement runs once, untimed (`autotune.ir.hoist`). CPU targets only."""
+        positions = tuple(sorted(set(positions)))
+        bad = [p for p in positions if not (_is_int(p) and 0 <= p < self.num_inputs)]
+        if bad:
+            raise ValueError(f"{self.workload_key}: constant inputs {bad} are not input positions "
+                             f"(it has {self.num_inputs} inputs)")
+        if positions != self.constant_inputs:
+            self.constant_inputs = positions
+            self._lowered.clear()
+
     def lower(self, config: ConfigEntity | int | dict) -> PrimFunc:
-        """The loop IR of one config. Each config is instantiated and lowered once and kept (a
+        """The loop IR of one config, the kernel as it runs (without its hoisted stages when
+        the task has constant inputs). Each config is instantiated and lowered once and kept (a
         few hundred, most recent first): the validity check, the cost model's features, the
         builder and the runtime all read this one function. Raises InstantiationError for a
         config illegal at this shape, and whatever lowering raised for one it cannot lower."""
+        return self._lower(config)[0]
+
+    def hoist_plan(self, config: ConfigEntity | int | dict) -> HoistPlan | None:
+        """How `lower`'s kernel was split from its weight transforms, or None when it was not."""
+        return self._lower(config)[1]
+
+    def _lower(self, config: ConfigEntity | int | dict) -> tuple[PrimFunc, HoistPlan | None]:
         index = self.config(config).index
         hit = self._lowered.get(index)
         if hit is None:
             try:
-                hit = lower(*self.instantiate(index), name=self.kernel_name)
+                s, args = self.instantiate(index)
+                plan = plan_hoist(s, args, self.constant_inputs) \
+                    if self.constant_inputs and self.target.kind == "llvm" else None
+                hit = (plan.kernel(self.kernel_name) if plan else lower(s, args, name=self.kernel_name), plan)
             except Exception as e:   # noqa: BLE001  (kept: the same config fails the same way)
                 hit = e
             self._lowered[index] = hit

@@ -5,7 +5,8 @@ inputs and expected outputs that the parent wrote once per task, plus the output
 tolerances. The worker reads them once (cached for a few tasks), pre-fills fresh outputs with NaN
 (or a sentinel) so elements a kernel never writes show up, runs the candidate once and compares,
 warms up, then takes `repeat` timings of `number` calls through `BuiltFunction.bind` (with
-`cold_inputs`, calls taking turns over copies of the inputs).
+`cold_inputs`, calls taking turns over copies of the inputs). A kernel split from its weight
+transforms comes with its prologue, which makes the kernel's inputs from the task's once, untimed.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ import numpy as np
 
 from ...dtype import dtype_info, is_float
 from ..types import ErrorKind
-from ..wire import first_line
+from ..wire import first_line, unpack_bundle
 from .timing import cold_copies, measure_costs, taking_turns
 
 
@@ -31,6 +32,7 @@ class _TaskData:
     expected: list[np.ndarray] | None
 
 
+Prepare = Callable[[list[np.ndarray]], list[np.ndarray]]   # the task's inputs -> the kernel's
 _DATA: OrderedDict[str, _TaskData] = OrderedDict()
 _MAX_DATA = 4
 
@@ -95,9 +97,9 @@ def compare(name: str, got: np.ndarray, want: np.ndarray, rtol: float, atol: flo
             f"(rtol={rtol:g}, atol={atol:g})")
 
 
-def _check_outputs(signature: dict[str, Any], spec: dict[str, Any], outputs: list[np.ndarray],
+def _check_outputs(signature: dict[str, Any], num_inputs: int, spec: dict[str, Any], outputs: list[np.ndarray],
                    expected: list[np.ndarray]) -> str | None:
-    names = [p["name"] for p in signature["params"]][spec["num_inputs"]:]
+    names = [p["name"] for p in signature["params"]][num_inputs:]
     for name, got, want, out in zip(names, outputs, expected, spec["outputs"]):
         wrong = compare(name, got, want, out["rtol"], out["atol"])
         if wrong:
@@ -121,7 +123,29 @@ def handle_run(req: dict[str, Any], obj: bytes,
 
         return handle_cuda_run(req, obj, event)
     os.environ[NUM_THREADS_ENV] = str(req["num_threads"])
-    return run_candidate(req, event, lambda: load_module(req["signature"], obj))
+    hoisted = req["signature"].get("hoisted")
+    if hoisted is None:
+        return run_candidate(req, event, lambda: load_module(req["signature"], obj))
+    bundle = unpack_bundle(obj)
+    if bundle is None or len(bundle[1]) != 2:
+        return run_reply(ErrorKind.RUNTIME_ERROR, "a hoisted kernel's object code is not a bundle of two"), b""
+    kernel, prologue = bundle[1]
+    signature = {k: v for k, v in req["signature"].items() if k != "hoisted"}
+
+    def prepare(inputs: list[np.ndarray]) -> list[np.ndarray]:
+        return hoisted_inputs(hoisted, load_module(hoisted["prologue"], prologue), inputs)
+
+    return run_candidate(req, event, lambda: load_module(signature, kernel), prepare=prepare)
+
+
+def hoisted_inputs(hoisted: dict[str, Any], prologue: Any, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """The inputs of a kernel split from its weight transforms: the prologue runs once on the
+    task's constant inputs, and the kernel reads what it made in their place (the input map
+    `sources`, as `autotune.ir.hoist.HoistPlan` gives it)."""
+    specs = prologue.signature()["params"][len(hoisted["prologue_inputs"]):]
+    made = [np.empty(tuple(p["shape"]), np.dtype(dtype_info(p["dtype"]).numpy)) for p in specs]
+    prologue(*[inputs[i] for i in hoisted["prologue_inputs"]], *made)
+    return [inputs[i] if kind == "input" else made[i] for kind, i in hoisted["sources"]]
 
 
 def _with_cold_inputs(built: Any, fn: Callable[[], None], inputs: list[np.ndarray], outputs: list[np.ndarray],
@@ -139,9 +163,10 @@ def _with_cold_inputs(built: Any, fn: Callable[[], None], inputs: list[np.ndarra
 
 def run_candidate(req: dict[str, Any], event: Callable[[dict[str, Any]], None], load: Callable[[], Any],
                   timer: Callable[[Callable[[], None], int], float] | None = None,
-                  fatal: type[Exception] | tuple = ()) -> tuple[dict[str, Any], bytes]:
+                  fatal: type[Exception] | tuple = (), prepare: Prepare | None = None) -> tuple[dict[str, Any], bytes]:
     """Load (`load()`), check and time one candidate; the reply the parent expects. An exception
     of a `fatal` type leaves the worker unusable: the reply asks for a fresh one ("restart").
+    `prepare` makes the kernel's inputs from the task's, untimed (a hoisted kernel's prologue).
     run_seconds counts only the loops that call the kernel (check call, warm-up, timings)."""
     options, spec = req["options"], req["check"]
     try:
@@ -152,17 +177,18 @@ def run_candidate(req: dict[str, Any], event: Callable[[dict[str, Any]], None], 
     try:
         outputs = fresh_outputs(spec["outputs"])
         built = load()
-        fn = built.bind(*data.inputs, *outputs)
+        inputs = prepare(data.inputs) if prepare else data.inputs
+        fn = built.bind(*inputs, *outputs)
         t0 = time.perf_counter()
         fn()
         getattr(fn, "fetch", lambda: None)()      # a GPU kernel's outputs come back to the host
         kernel_s += time.perf_counter() - t0
         if data.expected is not None:
-            wrong = _check_outputs(req["signature"], spec, outputs, data.expected)
+            wrong = _check_outputs(req["signature"], len(inputs), spec, outputs, data.expected)
             if wrong:
                 return run_reply(ErrorKind.WRONG_RESULT, wrong, run_seconds=kernel_s), b""
         if options.get("cold_inputs"):
-            fn = _with_cold_inputs(built, fn, data.inputs, outputs)
+            fn = _with_cold_inputs(built, fn, inputs, outputs)
         t0 = time.perf_counter()
         for _ in range(options["warmup"] - 1):
             fn()
