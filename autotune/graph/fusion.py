@@ -133,9 +133,16 @@ def _can_join(graph: Graph, uses: _Uses, groups: list[Group], owner: dict[int, i
     g = groups[target]
     if kind not in _JOINS[g.state] or graph.nodes[producer].outputs[0] in uses.outputs:
         return False
+    if not _reads(graph, uses, node, g.nodes[-1]):
+        return False                       # a second branch: the group's last node would not be its only output
     if kind in POINTWISE and g.state in (OUT_EWISE, REDUCTION, "injective") and _feeds_reduction(graph, uses, node):
         return False                       # it is the prologue of the reduction it feeds
     return not any(_depends(groups, d, target) for d in deps - {target})
+
+
+def _reads(graph: Graph, uses: _Uses, node: int, producer: int) -> bool:
+    """Whether `node` reads an output of kernel node `producer` (directly or through views)."""
+    return any(uses.producer.get(uses.of(v)) == producer for v in graph.nodes[node].inputs)
 
 
 def _feeds_reduction(graph: Graph, uses: _Uses, node: int) -> bool:

@@ -158,6 +158,25 @@ def test_a_value_read_outside_its_group_ends_the_group():
     np.testing.assert_array_equal(got[1], np.maximum(xv, 0))
 
 
+def test_two_chains_from_one_value_are_two_groups_not_one_that_branches():
+    """A group has one output, its last node: a second consumer of a member starts its own
+    group instead of branching the first (which every later cut then peeled back to single
+    nodes: seven relus ran as seven kernels)."""
+    b = GraphBuilder()
+    x = b.input("x", (4, 6))
+    h = b.node("relu", (x,), (4, 6), shape=(4, 6))
+    a1 = b.node("exp", (h,), (4, 6), shape=(4, 6))
+    c1 = b.node("tanh", (h,), (4, 6), shape=(4, 6))
+    a2 = b.node("relu", (a1,), (4, 6), shape=(4, 6))
+    c2 = b.node("exp", (c1,), (4, 6), shape=(4, 6))
+    g = b.build(a2, c2)
+    assert partition(g) == [[0], [1, 3], [2, 4]]
+    xv = rand(4, 6)
+    got = compile_model(g)(xv)
+    np.testing.assert_allclose(got[0], np.maximum(np.exp(np.maximum(xv, 0)), 0), rtol=1e-5)
+    np.testing.assert_allclose(got[1], np.exp(np.tanh(np.maximum(xv, 0))), rtol=1e-5)
+
+
 def test_a_layout_change_is_a_boundary():
     b = GraphBuilder()
     x = b.input("x", (4, 6))
@@ -198,6 +217,7 @@ def test_pattern_kinds_come_from_one_table():
 
 @settings(max_examples=60, deadline=None)
 @given(dags())
+@example(dag=([(0,), (1,), (1,), (0,), (0,), (2,), (4, 1), (0,), (3,), (6,)], 3))   # found by hypothesis
 def test_every_partition_covers_each_node_once_and_runs_after_what_it_reads(dag):
     g = elementwise_graph(*dag)
     groups = partition(g)
