@@ -286,7 +286,7 @@ class ClusterMeasurer:
 
 
 def _check_key(task: Task) -> str:
-    return f"{task.workload_key}\n{task.target_key}"
+    return f"{task.workload_key}\n{task.target_key}\n{list(task.constant_inputs)}"
 
 
 def _from_build(failure: BuildResult) -> MeasureResult:

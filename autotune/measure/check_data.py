@@ -57,10 +57,11 @@ class CheckData:
     num_inputs: int
     outputs: tuple[dict[str, Any], ...]    # {"shape", "dtype", "rtol", "atol"} per output
     check: bool                            # expected outputs were written
+    constant_inputs: tuple[int, ...] = ()  # Task.constant_inputs: what MeasureOptions.cold_weights keeps cold
 
     def to_json(self) -> dict[str, Any]:
         return {"directory": self.directory, "num_inputs": self.num_inputs, "outputs": list(self.outputs),
-                "check": self.check}
+                "check": self.check, "constant_inputs": list(self.constant_inputs)}
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,7 @@ class CheckArrays:
     expected: tuple[np.ndarray, ...]       # empty unless check
     outputs: tuple[dict[str, Any], ...]
     check: bool
+    constant_inputs: tuple[int, ...] = ()
 
 
 def check_arrays(task: Task, options: dict[str, Any]) -> CheckArrays:
@@ -80,7 +82,7 @@ def check_arrays(task: Task, options: dict[str, Any]) -> CheckArrays:
     outputs = tuple({"shape": list(shape), "dtype": dtype,
                      **dict(zip(("rtol", "atol"), tolerance(dtype, task.reduction, options)))}
                     for shape, dtype in task.arg_specs[task.num_inputs:])
-    return CheckArrays(tuple(inputs), expected, outputs, bool(options["check"]))
+    return CheckArrays(tuple(inputs), expected, outputs, bool(options["check"]), task.constant_inputs)
 
 
 def save_check_arrays(arrays: CheckArrays, directory: Path) -> CheckData:
@@ -90,7 +92,7 @@ def save_check_arrays(arrays: CheckArrays, directory: Path) -> CheckData:
         np.save(directory / f"input{i}.npy", a, allow_pickle=False)
     for i, r in enumerate(arrays.expected):
         np.save(directory / f"expected{i}.npy", r, allow_pickle=False)
-    return CheckData(str(directory), len(arrays.inputs), arrays.outputs, arrays.check)
+    return CheckData(str(directory), len(arrays.inputs), arrays.outputs, arrays.check, arrays.constant_inputs)
 
 
 def write_check_data(task: Task, directory: Path, options: dict[str, Any]) -> CheckData:
@@ -119,8 +121,8 @@ def remove_orphans(tmp: Path) -> None:
 
 class CheckDataStore:
     """The check data of the last few tasks, in a private temporary directory removed on close
-    (or at exit; a later store removes it if its process was killed). Keyed by workload and
-    target: equal tasks share their data."""
+    (or at exit; a later store removes it if its process was killed). Keyed by workload, target
+    and constant inputs: equal tasks share their data."""
 
     def __init__(self) -> None:
         remove_orphans(Path(tempfile.gettempdir()))
@@ -130,7 +132,7 @@ class CheckDataStore:
         self._made = 0
 
     def get(self, task: Task, options: dict[str, Any]) -> CheckData:
-        key = (task.workload_key, task.target_key, bool(options["check"]))
+        key = (task.workload_key, task.target_key, bool(options["check"]), task.constant_inputs)
         return self.fetch(key, lambda directory: write_check_data(task, directory, options))
 
     def fetch(self, key: Hashable, make: Callable[[Path], CheckData]) -> CheckData:

@@ -127,6 +127,11 @@ class MeasureOptions:
         weights there: every other layer's data passed through since its last call. Off, a
         kernel whose inputs fit in L2 is timed with them hot (a matrix-vector product 12x
         faster than it runs in the model). Every input is copied, activations too. CPU only.
+    cold_weights: only the task's constant inputs (`Task.set_constant_inputs`: a model's
+        weights, or what a hoisted kernel's prologue made from them) take turns, over copies
+        that outweigh the last-level cache twice (taken as at most 64 MiB: VMs report the
+        host's): in a model the weights stream from memory, while the activations were just
+        written by the previous kernel. No effect on a task without constants.
     rtol/atol: None = by dtype (float32: rtol 1e-4, atol 1e-4 * sqrt(reduction size)); a
         given atol is used as is.
     max_builds_per_worker: builds before a build worker is replaced (llvmlite leaks a little
@@ -139,6 +144,7 @@ class MeasureOptions:
     warmup: int = 1
     flush_cache: bool = False
     cold_inputs: bool = False
+    cold_weights: bool = False
     run_timeout_s: float = 10.0
     build_timeout_s: float = 30.0
     build_workers: int = field(default_factory=_cores)

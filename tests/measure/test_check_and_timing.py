@@ -123,11 +123,14 @@ def _pointer(a):
     return a.__array_interface__["data"][0]
 
 
-@pytest.mark.parametrize("input_elems, copies", [(1000, 64), (300_000, 5), (2_000_000, 1)])
-def test_cold_inputs_take_turns_over_copies_that_outweigh_the_private_caches(input_elems, copies):
-    """Two float32 inputs against 4 MiB of private caches: the sets of inputs the calls take turns
-    over total at least twice that (at most 64 sets); every set holds the same values, and the
-    outputs are the same arrays in every call."""
+@pytest.mark.parametrize("cold, input_elems, copies", [
+    ({0, 1}, 1000, 64), ({0, 1}, 300_000, 5), ({0, 1}, 2_000_000, 1),
+    ({1}, 300_000, 14), ({1}, 2_000_000, 3)])
+def test_cold_inputs_take_turns_over_copies_that_outweigh_the_private_caches(cold, input_elems, copies):
+    """Two float32 inputs against 4 MiB of private caches: the sets of the `cold` inputs the calls
+    take turns over total at least twice that (at most 64 sets); the others (cold_weights: the
+    activations) are the same arrays in every call, as are the outputs; every set holds the
+    same values."""
     from autotune.measure.worker.run import _with_cold_inputs
     from autotune.measure.worker.timing import cold_copies
 
@@ -139,13 +142,14 @@ def test_cold_inputs_take_turns_over_copies_that_outweigh_the_private_caches(inp
 
     inputs = [np.arange(input_elems, dtype=np.float32), np.ones(input_elems // 2, np.float32)]
     outputs = [np.zeros(3, np.float32)]
-    assert cold_copies(sum(a.nbytes for a in inputs), 4 << 20) == copies
+    assert cold_copies(sum(inputs[i].nbytes for i in cold), 4 << 20) == copies
     fn = Built().bind(*inputs, *outputs)
-    turns = _with_cold_inputs(Built(), fn, inputs, outputs, private_cache_bytes=4 << 20)
+    turns = _with_cold_inputs(Built(), fn, inputs, outputs, cold, cache_bytes=4 << 20)
     seen.clear()
     for _ in range(2 * copies):
         turns()
-    sets = [tuple(_pointer(a) for a in arrays[:2]) for arrays in seen]
-    assert len(set(sets)) == copies and sets[:copies] == sets[copies:]
+    for i in range(2):
+        pointers = [_pointer(arrays[i]) for arrays in seen]
+        assert len(set(pointers)) == (copies if i in cold else 1) and pointers[:copies] == pointers[copies:]
     assert all(arrays[2] is outputs[0] for arrays in seen)
     assert all(np.array_equal(a, b) for arrays in seen for a, b in zip(arrays[:2], inputs))

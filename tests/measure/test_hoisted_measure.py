@@ -17,7 +17,7 @@ from autotune.measure.check_data import CheckDataStore
 from autotune.measure.types import ErrorKind
 from autotune.measure.wire import pack_bundle, unpack_bundle
 from autotune.measure.worker.build import handle_build
-from autotune.measure.worker.run import handle_run
+from autotune.measure.worker.run import handle_run, hoisted_constants
 from autotune.schedules.task import create_task
 from autotune.testing import legal_configs
 
@@ -102,3 +102,17 @@ def test_constant_inputs_must_be_input_positions():
     task.set_constant_inputs([1])
     assert task.constant_inputs == (1,)
     np.testing.assert_equal(task.num_inputs, 2)
+
+
+def test_cold_weights_rotate_what_the_prologue_made_and_the_constants_the_kernel_reads():
+    """conv+bias+relu with weight and bias constant: the blocked weight (made) and the bias (read
+    as is) are the kernel's constants, the activations are not; measured so, every candidate of
+    an odd shape is still checked and timed."""
+    assert hoisted_constants([["input", 0], ["hoisted", 0], ["input", 2]], {1, 2}) == {1, 2}
+    assert hoisted_constants([["input", 0], ["hoisted", 0], ["input", 2]], {1}) == {1}
+    task = create_task("conv2d_bias_relu", **ODD, dilation=1, groups=1)
+    task.set_constant_inputs([1, 2])
+    configs = legal_configs(task, 3, where={"algorithm": ["nchwc", "gemm"]})
+    with Measurer(MeasureOptions(repeat=2, min_repeat_ms=1, cold_weights=True)) as m:
+        results = m.measure(task, configs)
+    assert [(r.error_kind, r.error_msg) for r in results] == [(ErrorKind.OK, "")] * len(configs)

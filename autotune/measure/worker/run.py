@@ -5,7 +5,8 @@ inputs and expected outputs that the parent wrote once per task, plus the output
 tolerances. The worker reads them once (cached for a few tasks), pre-fills fresh outputs with NaN
 (or a sentinel) so elements a kernel never writes show up, runs the candidate once and compares,
 warms up, then takes `repeat` timings of `number` calls through `BuiltFunction.bind` (with
-`cold_inputs`, calls taking turns over copies of the inputs). A kernel split from its weight
+`cold_inputs`, calls taking turns over copies of the inputs; with `cold_weights`, of the
+constant ones). A kernel split from its weight
 transforms comes with its prologue, which makes the kernel's inputs from the task's once, untimed.
 """
 from __future__ import annotations
@@ -23,7 +24,7 @@ import numpy as np
 from ...dtype import dtype_info, is_float
 from ..types import ErrorKind
 from ..wire import first_line, unpack_bundle
-from .timing import cold_copies, measure_costs, taking_turns
+from .timing import MAX_SHARED_CACHE_BYTES, cold_copies, last_level_cache_bytes, measure_costs, taking_turns
 
 
 @dataclass
@@ -32,7 +33,8 @@ class _TaskData:
     expected: list[np.ndarray] | None
 
 
-Prepare = Callable[[list[np.ndarray]], list[np.ndarray]]   # the task's inputs -> the kernel's
+# the task's inputs and which of them are constants -> the kernel's inputs and their constants
+Prepare = Callable[[list[np.ndarray], set[int]], tuple[list[np.ndarray], set[int]]]
 _DATA: OrderedDict[str, _TaskData] = OrderedDict()
 _MAX_DATA = 4
 
@@ -132,8 +134,9 @@ def handle_run(req: dict[str, Any], obj: bytes,
     kernel, prologue = bundle[1]
     signature = {k: v for k, v in req["signature"].items() if k != "hoisted"}
 
-    def prepare(inputs: list[np.ndarray]) -> list[np.ndarray]:
-        return hoisted_inputs(hoisted, load_module(hoisted["prologue"], prologue), inputs)
+    def prepare(inputs: list[np.ndarray], constants: set[int]) -> tuple[list[np.ndarray], set[int]]:
+        made = hoisted_inputs(hoisted, load_module(hoisted["prologue"], prologue), inputs)
+        return made, hoisted_constants(hoisted["sources"], constants)
 
     return run_candidate(req, event, lambda: load_module(signature, kernel), prepare=prepare)
 
@@ -148,17 +151,41 @@ def hoisted_inputs(hoisted: dict[str, Any], prologue: Any, inputs: list[np.ndarr
     return [inputs[i] if kind == "input" else made[i] for kind, i in hoisted["sources"]]
 
 
+def hoisted_constants(sources: list[list[Any]], constants: set[int]) -> set[int]:
+    """The positions of a hoisted kernel's constant inputs: what its prologue made, and the
+    task's constant inputs it still reads itself."""
+    return {k for k, (kind, i) in enumerate(sources) if kind == "hoisted" or i in constants}
+
+
 def _with_cold_inputs(built: Any, fn: Callable[[], None], inputs: list[np.ndarray], outputs: list[np.ndarray],
-                      private_cache_bytes: int | None = None) -> Callable[[], None]:
-    """`fn` taking turns with calls on copies of the inputs (`MeasureOptions.cold_inputs`);
-    the private caches are this machine's L2 times its cores unless given."""
-    if private_cache_bytes is None:
+                      cold: set[int], cache_bytes: int | None = None) -> Callable[[], None]:
+    """`fn` taking turns with calls on copies of the inputs at positions `cold` (the others
+    shared), enough copies to outweigh `cache_bytes` twice (default: this machine's private
+    caches, L2 times its cores)."""
+    if cache_bytes is None:
         from ...target import Target
 
         facts = Target.parse("llvm").cpu
-        private_cache_bytes = facts.l2_bytes * facts.cores
-    copies = cold_copies(sum(a.nbytes for a in inputs), private_cache_bytes)
-    return taking_turns([fn] + [built.bind(*[a.copy() for a in inputs], *outputs) for _ in range(copies - 1)])
+        cache_bytes = facts.l2_bytes * facts.cores
+    copies = cold_copies(sum(a.nbytes for i, a in enumerate(inputs) if i in cold), cache_bytes)
+
+    def copy() -> list[np.ndarray]:
+        return [a.copy() if i in cold else a for i, a in enumerate(inputs)]
+
+    return taking_turns([fn] + [built.bind(*copy(), *outputs) for _ in range(copies - 1)])
+
+
+def _cold(fn: Callable[[], None], built: Any, inputs: list[np.ndarray], outputs: list[np.ndarray],
+          constants: set[int], options: dict[str, Any]) -> Callable[[], None]:
+    """`fn` as `MeasureOptions.cold_inputs` / `cold_weights` ask: every input out of the private
+    caches, or the constant ones out of the shared cache too (a model's weights stream from
+    memory: its other layers' weights passed through since)."""
+    if options.get("cold_inputs"):
+        return _with_cold_inputs(built, fn, inputs, outputs, set(range(len(inputs))))
+    if options.get("cold_weights") and constants:
+        shared = min(last_level_cache_bytes(), MAX_SHARED_CACHE_BYTES)
+        return _with_cold_inputs(built, fn, inputs, outputs, constants, shared)
+    return fn
 
 
 def run_candidate(req: dict[str, Any], event: Callable[[dict[str, Any]], None], load: Callable[[], Any],
@@ -177,7 +204,10 @@ def run_candidate(req: dict[str, Any], event: Callable[[dict[str, Any]], None], 
     try:
         outputs = fresh_outputs(spec["outputs"])
         built = load()
-        inputs = prepare(data.inputs) if prepare else data.inputs
+        constants = set(spec.get("constant_inputs", ()))
+        inputs = data.inputs
+        if prepare:
+            inputs, constants = prepare(inputs, constants)
         fn = built.bind(*inputs, *outputs)
         t0 = time.perf_counter()
         fn()
@@ -187,8 +217,7 @@ def run_candidate(req: dict[str, Any], event: Callable[[dict[str, Any]], None], 
             wrong = _check_outputs(req["signature"], len(inputs), spec, outputs, data.expected)
             if wrong:
                 return run_reply(ErrorKind.WRONG_RESULT, wrong, run_seconds=kernel_s), b""
-        if options.get("cold_inputs"):
-            fn = _with_cold_inputs(built, fn, inputs, outputs)
+        fn = _cold(fn, built, inputs, outputs, constants, options)
         t0 = time.perf_counter()
         for _ in range(options["warmup"] - 1):
             fn()

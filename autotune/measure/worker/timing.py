@@ -16,17 +16,25 @@ CLOCK_RESOLUTION_S = time.get_clock_info("perf_counter").resolution
 _FLUSH: np.ndarray | None = None
 
 
-def _last_level_cache_bytes() -> int:
+MAX_SHARED_CACHE_BYTES = 64 << 20     # what a cold-weights rotation assumes at most (VMs report the host's)
+
+
+def last_level_cache_bytes() -> int:
+    """The largest cache sysfs lists for cpu0 (32 MiB when it lists none)."""
     sizes = []
     base = "/sys/devices/system/cpu/cpu0/cache"
     try:
-        for entry in os.listdir(base):
+        entries = os.listdir(base)
+    except OSError:
+        entries = []
+    for entry in entries:
+        try:
             with open(os.path.join(base, entry, "size")) as f:
                 text = f.read().strip().upper()
             scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
             sizes.append(int(text.rstrip("KMG")) * scale)
-    except (OSError, ValueError):
-        pass
+        except (OSError, ValueError):    # not a cache's directory (uevent, power)
+            continue
     return max(sizes, default=32 << 20)
 
 
@@ -34,7 +42,7 @@ def flush_cache() -> None:
     """Write every line of a buffer twice the last-level cache: the next call starts cold."""
     global _FLUSH
     if _FLUSH is None:
-        _FLUSH = np.zeros(2 * _last_level_cache_bytes(), dtype=np.uint8)
+        _FLUSH = np.zeros(2 * last_level_cache_bytes(), dtype=np.uint8)
     _FLUSH += 1
 
 
