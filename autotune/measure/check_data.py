@@ -105,8 +105,8 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
-        return True
+    except PermissionError:       # alive, another user's
+        pass
     return True
 
 

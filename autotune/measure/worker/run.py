@@ -6,8 +6,8 @@ tolerances. The worker reads them once (cached for a few tasks), pre-fills fresh
 (or a sentinel) so elements a kernel never writes show up, runs the candidate once and compares,
 warms up, then takes `repeat` timings of `number` calls through `BuiltFunction.bind` (with
 `cold_inputs`, calls taking turns over copies of the inputs; with `cold_weights`, of the
-constant ones). A kernel split from its weight
-transforms comes with its prologue, which makes the kernel's inputs from the task's once, untimed.
+constant ones). A kernel split from its weight transforms comes with its prologue, which makes
+the kernel's inputs from the task's once, untimed.
 """
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """Timing a kernel inside the runner worker: calibrated repeats of back-to-back calls."""
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import os
@@ -19,8 +20,9 @@ _FLUSH: np.ndarray | None = None
 MAX_SHARED_CACHE_BYTES = 64 << 20     # what a cold-weights rotation assumes at most (VMs report the host's)
 
 
+@functools.cache
 def last_level_cache_bytes() -> int:
-    """The largest cache sysfs lists for cpu0 (32 MiB when it lists none)."""
+    """The largest cache sysfs lists for cpu0 (32 MiB when it lists none); read once per process."""
     sizes = []
     base = "/sys/devices/system/cpu/cpu0/cache"
     try:
