@@ -16,10 +16,14 @@ import click
 import numpy as np
 
 from .cli import CLIError, clip, emit_json
+from .topi.layout import LAYOUTS
 
 _DB_OPTION = click.option("--db", default=None,
                           help="Tuning database (path or URL); default $AUTOTUNE_DB or ./tuning.db")
 _JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+LAYOUT_OPTION = click.option("--layout", default="nchw", show_default=True, type=click.Choice(LAYOUTS),
+                             help="Activations between convs: nchw, or nchwc (blocked by channels; tune and "
+                                  "run with the same layout).")
 _TARGET_OPTION = click.option("--target", default="llvm", show_default=True, help="Target the kernels are for.")
 
 
@@ -76,7 +80,8 @@ def load_graph(path: str, shapes: dict[str, tuple[int, ...]]) -> Any:
     return frontend.load(path, shapes=shapes or None)
 
 
-def inspect_graph(graph: Any, db: Any = None, target: str = "llvm", fuse: bool = True) -> dict[str, Any]:
+def inspect_graph(graph: Any, db: Any = None, target: str = "llvm", fuse: bool = True,
+                  layout: str = "nchw") -> dict[str, Any]:
     """The graph's inputs, outputs, op counts, and each distinct kernel it needs with the number of
     kernel nodes using it (its weight) and the provenance `autotune.load` would give it (nothing is
     compiled). The kernels are those `compile_model` runs, after its compile-time passes (weights
@@ -86,7 +91,7 @@ def inspect_graph(graph: Any, db: Any = None, target: str = "llvm", fuse: bool =
     from .runtime import lookup
 
     ops = dict(graph.op_counts().most_common())
-    graph, groups = prepare_graph(graph, target, db, fuse=fuse)
+    graph, groups = prepare_graph(graph, target, db, fuse=fuse, layout=layout)
     kernels, keys = [], {}
     for key, nodes in graph.kernel_uses().items():
         n = nodes[0]
@@ -114,14 +119,16 @@ def _sig(v: Any) -> dict[str, Any]:
               help="Bind an input's unknown dims: NAME=1x3x224x224 (repeat or comma-separate).")
 @click.option("--fuse/--no-fuse", default=True, show_default=True,
               help="Group the nodes into fused kernels, as `compile_model` runs them.")
+@LAYOUT_OPTION
 @_DB_OPTION
 @_TARGET_OPTION
 @_JSON_OPTION
-def inspect(model_path: str, shapes: tuple[str, ...], fuse: bool, db: str | None, target: str, as_json: bool) -> None:
+def inspect(model_path: str, shapes: tuple[str, ...], fuse: bool, layout: str, db: str | None, target: str,
+            as_json: bool) -> None:
     """The model's ops, its fusion groups, the kernels it needs with their shapes, and which the
     database has tuned."""
     bound = parse_shapes(shapes)
-    report = inspect_graph(load_graph(model_path, bound), db=db, target=target, fuse=fuse)
+    report = inspect_graph(load_graph(model_path, bound), db=db, target=target, fuse=fuse, layout=layout)
     if as_json:
         return emit_json(report)
     from rich.console import Console
@@ -153,15 +160,18 @@ def inspect(model_path: str, shapes: tuple[str, ...], fuse: bool, db: str | None
 @click.option("--input", "inputs", multiple=True, help="An input's value: NAME=FILE.npy (repeat for each input).")
 @click.option("--repeat", default=10, show_default=True, type=click.IntRange(1, 1_000_000),
               help="Timed calls after one warm-up call.")
+@LAYOUT_OPTION
 @_DB_OPTION
 @_TARGET_OPTION
 @_JSON_OPTION
-def run(model_path: str, inputs: tuple[str, ...], repeat: int, db: str | None, target: str, as_json: bool) -> None:
+def run(model_path: str, inputs: tuple[str, ...], repeat: int, layout: str, db: str | None, target: str,
+        as_json: bool) -> None:
     """Run the model on the given inputs: print its outputs and the latency (median and min)."""
     from .graph.executor import compile_model
 
     feeds = parse_inputs(inputs)
-    m = compile_model(load_graph(model_path, {k: tuple(a.shape) for k, a in feeds.items()}), db=db, target=target)
+    m = compile_model(load_graph(model_path, {k: tuple(a.shape) for k, a in feeds.items()}), db=db, target=target,
+                      layout=layout)
     outputs = m.run(feeds)
     times = []
     for _ in range(repeat):
@@ -192,11 +202,12 @@ def run(model_path: str, inputs: tuple[str, ...], repeat: int, db: str | None, t
               help="Timed runs after one warm-up run.")
 @click.option("--plot", type=click.Path(dir_okay=False), default=None, help="Also write a bar chart as PNG.")
 @click.option("--top", default=20, show_default=True, type=click.IntRange(1, 100_000), help="Rows shown.")
+@LAYOUT_OPTION
 @_DB_OPTION
 @_TARGET_OPTION
 @_JSON_OPTION
 def profile(model_path: str, inputs: tuple[str, ...], shapes: tuple[str, ...], repeat: int, plot: str | None,
-            top: int, db: str | None, target: str, as_json: bool) -> None:
+            top: int, layout: str, db: str | None, target: str, as_json: bool) -> None:
     """Per-kernel time, share, GFLOP/s or GB/s and provenance: where the model's time goes."""
     from .graph.executor import CompiledModel
     from .graph.profile import plot_profile
@@ -205,7 +216,7 @@ def profile(model_path: str, inputs: tuple[str, ...], shapes: tuple[str, ...], r
         raise CLIError(f"--plot {clip(plot)!r}: no such directory")
     feeds = parse_inputs(inputs)
     bound = {**parse_shapes(shapes), **{k: tuple(a.shape) for k, a in feeds.items()}}
-    m = CompiledModel(load_graph(model_path, bound), db=db, target=target)
+    m = CompiledModel(load_graph(model_path, bound), db=db, target=target, layout=layout)
     prof = m.profile(feeds or None, repeat=repeat)
     if plot:
         try:

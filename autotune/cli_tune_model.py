@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from .cli import CLIError, clip, emit_json
-from .cli_model import load_graph, parse_shapes
+from .cli_model import LAYOUT_OPTION, load_graph, parse_shapes
 from .cli_tune import CLUSTER_OPTION, MAX_SEED, MAX_TRIALS, TUNERS, StopOnInterrupt
 
 _BUDGET = re.compile(r"([0-9]+(?:\.[0-9]*)?)\s*([smh]?)")
@@ -65,9 +65,11 @@ def _caption(estimate: float | None, trials: int, budget: int, elapsed: float) -
 @click.option("--transfer/--no-transfer", default=True, show_default=True,
               help="xgb: warm-start each task's cost models with other shapes' records.")
 @CLUSTER_OPTION
+@LAYOUT_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable summary (no live table).")
 def tune_model(model_path: str, shapes: tuple[str, ...], trials: int, time_budget: str | None, db: str | None,
-               target: str, tuner: str, seed: int | None, transfer: bool, cluster: str | None, as_json: bool) -> None:
+               target: str, tuner: str, seed: int | None, transfer: bool, cluster: str | None, layout: str,
+               as_json: bool) -> None:
     """Tune every kernel of MODEL (ONNX) under one budget; compile_model then runs them tuned."""
     from tuning_db import TuningDB
 
@@ -84,7 +86,7 @@ def tune_model(model_path: str, shapes: tuple[str, ...], trials: int, time_budge
             stop.check()
 
         result = run_tuning(graph, trials=trials, db=database, target=target, time_budget=budget, tuner=tuner,
-                            seed=seed, transfer=transfer, callbacks=[show], cluster=cluster)
+                            seed=seed, transfer=transfer, callbacks=[show], cluster=cluster, layout=layout)
     best = {r.workload_key: r.best_seconds for r in result.results}
     done = {r.workload_key: r.trials for r in result.results}
     estimate = result.estimated_seconds

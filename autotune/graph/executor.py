@@ -48,25 +48,31 @@ class _Step:
 
 def compile_model(graph_or_path: Any, db: Any = None, target: str = "llvm",
                   shapes: Mapping[str, tuple[int, ...]] | None = None, prepack: bool = True,
-                  fuse: bool = True) -> CompiledModel:
+                  fuse: bool = True, layout: str = "nchw") -> CompiledModel:
     """A model ready to run: a Graph is compiled as it is; a path, ONNX ModelProto or bytes goes
     through `autotune.frontend.onnx.load(model, shapes=shapes)` first. The compile-time passes
     (`prepare_graph`) pre-pack constant weights and, with `fuse`, group the nodes into fused
     kernels; then the kernels' weight transforms run once (`hoist`). `prepack=False` turns off
-    the packing and the hoisting, `fuse=False` the fusion."""
+    the packing and the hoisting, `fuse=False` the fusion. `layout="nchwc"` keeps the activations
+    between convs blocked by channels (`autotune.graph.layout`; tune with the same layout)."""
     if isinstance(graph_or_path, Graph):
         graph = graph_or_path
         _check_shapes(graph, shapes or {})
     else:
         graph = onnx_frontend().load(graph_or_path, shapes=shapes)
-    return CompiledModel(graph, db=db, target=target, prepack=prepack, fuse=fuse)
+    return CompiledModel(graph, db=db, target=target, prepack=prepack, fuse=fuse, layout=layout)
 
 
 def prepare_graph(graph: Graph, target: str = "llvm", db: Any = None, prepack: bool = True,
-                  fuse: bool = True) -> tuple[Graph, list[Any] | None]:
+                  fuse: bool = True, layout: str = "nchw") -> tuple[Graph, list[Any] | None]:
     """The graph as it runs and its fusion groups (None unfused): constant weights pre-packed,
     then the nodes fused (`autotune.graph.fused_graph`; a packed matmul anchors its group like a
-    plain one). What `CompiledModel` runs, `tune_model` tunes and `autotune model inspect` lists."""
+    plain one), with `layout="nchwc"` the activations between convs kept blocked
+    (`autotune.graph.layout`). What `CompiledModel` runs, `tune_model` tunes and `autotune model
+    inspect` lists."""
+    from .layout import layout_block
+
+    block = layout_block(target, layout)
     graph.validate()
     if prepack:
         graph = prepack_weights(graph, target, db)
@@ -74,7 +80,7 @@ def prepare_graph(graph: Graph, target: str = "llvm", db: Any = None, prepack: b
         return graph, None
     from .fused_graph import fuse as fuse_graph
 
-    fusion = fuse_graph(graph)
+    fusion = fuse_graph(graph, block)
     return fusion.graph, fusion.groups
 
 
@@ -104,9 +110,9 @@ class CompiledModel:
     the model binds."""
 
     def __init__(self, graph: Graph, db: Any = None, target: str = "llvm", prepack: bool = True,
-                 fuse: bool = True) -> None:
+                 fuse: bool = True, layout: str = "nchw") -> None:
         self.index_checks = index_checks(graph)
-        self.graph, self.groups = prepare_graph(graph, target, db, prepack, fuse)   # groups: None unfused
+        self.graph, self.groups = prepare_graph(graph, target, db, prepack, fuse, layout)   # groups: None unfused
         graph = self.graph
         self.target = target
         self.plan: Plan = plan_buffers(graph)

@@ -5,7 +5,9 @@ executor and buffer planner as any graph.
 kernel (`fused_task.lower_group`) and rebuilds the graph: a group's intermediate values are gone
 (never materialized, so never planned), view nodes of values that still exist are kept, folded
 weights replace the constants only their conv read. A group that cannot be one computation runs
-its nodes one by one, and `Fusion.groups` says why.
+its nodes one by one, and `Fusion.groups` says why. With a channel block, the convs and max pools
+that `layout.plan_layout` picks are lowered again to read and write their activations blocked,
+and a conversion kernel follows each blocked value that something still reads as NCHW.
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any
 
+from . import layout
 from .fused_task import GroupKernel, NotPointwise, lower_group
 from .fusion import partition
 from .ir import Graph, Node
@@ -40,22 +43,62 @@ class Fusion:
         return Counter(g.kernel.kernel_key for g in self.groups)
 
 
-def fuse(graph: Graph) -> Fusion:
+Lowered = list[tuple[FusedGroup, GroupKernel]]
+
+
+def fuse(graph: Graph, block: int = 0) -> Fusion:
     """The fused graph of a validated graph and its groups, in the order they run. Nodes no
-    output depends on are dropped first: a group must not compute what nothing reads."""
+    output depends on are dropped first: a group must not compute what nothing reads. With a
+    `block`, convs and max pools keep their activations blocked between them (`layout`)."""
     graph = _live(graph)
+    parts = [(members, [graph.nodes[i] for i in members]) for members in partition(graph)]
+    lowered = [_lower(graph, members, nodes) for members, nodes in parts]
+    added: dict[str, Any] = {}
+    if block:
+        lowered = _blocked(graph, parts, lowered, block, added)
     groups: list[FusedGroup] = []
     kernels: list[Node] = []
-    added: dict[str, Any] = {}
-    for members in partition(graph):
-        nodes = [graph.nodes[i] for i in members]
-        for g, extra in _lower(graph, members, nodes):
+    for part in lowered:
+        for g, extra in part:
             groups.append(g)
             kernels.append(g.kernel)
             kernels.extend(extra.views)
             added.update({v.name: (v, a) for v, a in extra.constants})
             added.update({v.name: (v, None) for v in extra.values})
     return Fusion(_rebuild(graph, kernels, added), groups)
+
+
+def _blocked(graph: Graph, parts: list[tuple[list[int], list[Node]]], lowered: list[Lowered], block: int,
+             added: dict[str, Any]) -> list[Lowered]:
+    """The groups again with the values `layout.plan_layout` picks kept blocked: their convs and
+    pools lowered for the blocked layout, a conversion after each blocked value that something
+    still reads as NCHW; the blocked values' Values go into `added`."""
+    whole = [(nodes, part[0][1]) for (_, nodes), part in zip(parts, lowered) if len(part) == 1]
+    plan = layout.plan_layout(whole, block)
+    if not plan.blocked:
+        return lowered
+    out: list[Lowered] = []
+    for (members, nodes), part in zip(parts, lowered):
+        node = part[0][1].node
+        if len(part) == 1 and node.op == "max_pool2d" and node.outputs[0] in plan.blocked:
+            k = layout.blocked_pool(node, plan)
+            part = [(replace(part[0][0], kernel=k.node, how="layout: blocked"), k)]
+        elif len(part) == 1 and node.op != "max_pool2d" and {node.inputs[0], node.outputs[0]} & plan.blocked:
+            part = _lower(graph, members, nodes, plan)
+        out.append(part)
+    nchw_readers = {v for part in out for _, k in part for v in k.node.inputs}
+    nchw_readers |= {v for n in graph.nodes if n.is_view for v in n.inputs} | {v.name for v in graph.outputs}
+    source = {plan.name(v): v for v in plan.blocked}
+    for part in out:
+        for _, k in list(part):
+            if k.node.outputs[0] not in source:
+                continue
+            value = graph.value(source[k.node.outputs[0]])
+            added[plan.name(value.name)] = (layout.blocked_value(value, plan), None)
+            if value.name in nchw_readers:
+                conv = layout.unblock(value, plan)
+                part.append((FusedGroup((), ("unblock",), conv.node, conv.how), conv))
+    return out
 
 
 def _live(graph: Graph) -> Graph:
@@ -71,11 +114,11 @@ def _live(graph: Graph) -> Graph:
     return replace(graph, nodes=keep[::-1])
 
 
-def _lower(graph: Graph, members: list[int], nodes: list[Node]) -> list[tuple[FusedGroup, GroupKernel]]:
+def _lower(graph: Graph, members: list[int], nodes: list[Node], plan: layout.Layout | None = None) -> Lowered:
     if len(nodes) == 1:
         return [(FusedGroup((nodes[0].name,), (nodes[0].op,), nodes[0], "single"), GroupKernel(nodes[0], "single"))]
     try:
-        kernel = lower_group(graph, nodes)
+        kernel = lower_group(graph, nodes, plan)
     except (NotPointwise, ValueError) as e:
         why = f"unfused: {e}".splitlines()[0]
         return [(FusedGroup((n.name,), (n.op,), n, why), GroupKernel(n, why)) for n in nodes]

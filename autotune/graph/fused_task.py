@@ -22,12 +22,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .. import te
-from ..schedules.cpu.conv2d import conv2d_nchw_schedule, nchw_geometry
+from ..schedules.cpu.conv2d import blocked_conv2d_schedule, conv2d_nchw_schedule, nchw_geometry
 from ..schedules.cpu.matmul import matmul_body
 from ..schedules.cpu.nn import row_knobs, schedule_row_stages
 from ..schedules.from_te import create_task_from_te, fingerprint
@@ -37,8 +37,12 @@ from ..te.expr import Expr, TensorLoad
 from ..te.tensor import ComputeOp, Tensor
 from ..te.traversal import transform
 from ..topi import conv as topi_conv, nn
+from ..topi.layout import blocked_shape, from_blocked, to_blocked
 from .compose import COMPUTES, NotPointwise, inline_at, reshape
 from .ir import Graph, Node, Value
+
+if TYPE_CHECKING:
+    from .layout import Layout
 
 
 @dataclass(frozen=True)
@@ -105,11 +109,12 @@ class _Composer:
         return env[members[-1].outputs[0]]
 
 
-def lower_group(graph: Graph, members: list[Node]) -> GroupKernel:
+def lower_group(graph: Graph, members: list[Node], layout: Layout | None = None) -> GroupKernel:
     """The kernel of one group of two or more nodes; NotPointwise or ValueError when the group
-    cannot be one computation (the caller then runs its nodes one by one)."""
+    cannot be one computation (the caller then runs its nodes one by one). A conv group reads
+    and writes the values `layout` keeps blocked in that layout."""
     if members[0].op in ("conv2d", "conv2d_grouped"):
-        return _conv_group(graph, members)
+        return _conv_group(graph, members, layout)
     if members[0].op in ("matmul", "matmul_packed"):
         return _matmul_group(graph, members)
     if members[-1].op in ROW_OPS:
@@ -208,10 +213,17 @@ def _conv_params(conv: Node) -> dict[str, Any]:
     return {"dilation": 1, "groups": 1, **conv.params}
 
 
-def _conv_group(graph: Graph, members: list[Node]) -> GroupKernel:
+def _conv_group(graph: Graph, members: list[Node], layout: Layout | None = None) -> GroupKernel:
     conv, rest = members[0], members[1:]
     folded = _fold(graph, conv, rest[0]) if rest[0].op == "batch_norm" else None
     values = dict(graph.values) | {v.name: v for v, _ in folded or ()}
+    block, blocked = (layout.block, layout.blocked) if layout else (0, frozenset[str]())
+    for name in blocked & {v for n in rest for v in n.inputs}:      # residuals read blocked
+        values[name] = replace(values[name], shape=blocked_shape(values[name].shape, block))
+
+    def adapt(name: str, t: Tensor, reader: Node) -> Tensor:
+        return from_blocked(t, name="unblocked") if name in blocked else t
+
     comp = _Composer(graph, members, values)
     y_value = values[conv.outputs[0]]
     Y = te.placeholder(y_value.shape, y_value.dtype, name="conv")
@@ -221,12 +233,22 @@ def _conv_group(graph: Graph, members: list[Node]) -> GroupKernel:
         w, b = folded[0][0].name, comp.external(folded[1][0].name)
         env[rest[0].outputs[0]] = te.compute(Y.shape, lambda n, c, h, x: Y[n, c, h, x] + b[c], name="bias")
         rest = rest[1:]
-    out = comp.run(rest, env) if rest else env[members[-1].outputs[0]]
+    out = comp.run(rest, env, adapt) if rest else env[members[-1].outputs[0]]
     params = _conv_params(conv)
-    inputs = (conv.inputs[0], w, *comp.inputs)
+    x_name, out_name = conv.inputs[0], members[-1].outputs[0]
+    if x_name in blocked or out_name in blocked:
+        assert layout is not None
+        x_block, out_block = (block if v in blocked else 0 for v in (x_name, out_name))
+        extra = [comp.placeholders[n] for n in comp.inputs]
+        node = _blocked_conv_anchor(members, params, values[w].shape, _pointwise_epilogue(out, Y), extra,
+                                    x_block, out_block)
+        names = [layout.name(v) if v in blocked else v for v in (x_name, w, *comp.inputs)]
+        out_names = (layout.name(out_name) if out_block else out_name,)
+        return GroupKernel(replace(node, inputs=tuple(names), outputs=out_names), "anchor", constants=folded or ())
+    inputs = (x_name, w, *comp.inputs)
     if folded and [n.op for n in rest] in ([], ["relu"]):
         op = "conv2d_bias_relu" if rest else "conv2d_bn"
-        return GroupKernel(Node(_label(members), op, inputs, (members[-1].outputs[0],), params, conv.dtype),
+        return GroupKernel(Node(_label(members), op, inputs, (out_name,), params, conv.dtype),
                       "template", constants=folded)
     extra = [comp.placeholders[n] for n in comp.inputs]
     node = _conv_anchor(members, params, values[w].shape, _pointwise_epilogue(out, Y), extra)
@@ -238,8 +260,7 @@ def _conv_anchor(members: list[Node], p: dict[str, Any], w_shape: tuple[int, ...
     """The node of a conv template with this epilogue (registered under the group's name); its
     inputs are X, W, then `extra`'s values, which the caller names."""
     dtype = members[0].dtype
-    g = nchw_geometry("fused conv", p["N"], p["C"], p["H"], p["W"], p["F"], p["KH"], p["KW"], p["stride"],
-                      p["padding"], p["dilation"], p["groups"])
+    g = _geometry(p)
     X = te.placeholder((p["N"], p["C"], p["H"], p["W"]), dtype, name="X")
     Wt = te.placeholder(w_shape, dtype, name="W")
     _, Y = topi_conv.conv2d_nchw(X, Wt, g.stride, (*g.pad_before, *g.pad_after), g.dilation, g.groups)
@@ -249,6 +270,33 @@ def _conv_anchor(members: list[Node], p: dict[str, Any], w_shape: tuple[int, ...
     _register(name, fp, lambda cfg: conv2d_nchw_schedule(cfg, g, p["N"], dtype, epilogue, extra),
               [ref], [X, Wt, *extra], "conv2d + epilogue")
     return Node(_label(members), name, (), (members[-1].outputs[0],), {"fingerprint": fp}, dtype)
+
+
+def _blocked_conv_anchor(members: list[Node], p: dict[str, Any], w_shape: tuple[int, ...],
+                         epilogue: Callable[[Expr, tuple[Expr, ...]], Expr], extra: list[Tensor],
+                         x_block: int, out_block: int) -> Node:
+    """`_conv_anchor` for a conv whose input (`x_block`) or output (`out_block`) is blocked: the
+    blocked conv schedule; the reference converts the layouts around the NCHW computation."""
+    dtype = members[0].dtype
+    g = _geometry(p)
+    shape = (p["N"], p["C"], p["H"], p["W"])
+    X = te.placeholder(blocked_shape(shape, x_block) if x_block else shape, dtype, name="X")
+    Wt = te.placeholder(w_shape, dtype, name="W")
+    _, Y = topi_conv.conv2d_nchw(from_blocked(X) if x_block else X, Wt, g.stride,
+                                 (*g.pad_before, *g.pad_after), g.dilation, g.groups)
+    ref = topi_conv.apply_epilogue(Y, epilogue)
+    ref = to_blocked(ref, out_block, name="out") if out_block else ref
+    fp = fingerprint([ref], [X, Wt, *extra])
+    name = _task_name(members, fp)
+    _register(name, fp, lambda cfg: blocked_conv2d_schedule(cfg, g, p["N"], dtype, epilogue, extra, x_block,
+                                                            out_block),
+              [ref], [X, Wt, *extra], "conv2d + epilogue, blocked layout")
+    return Node(_label(members), name, (), (members[-1].outputs[0],), {"fingerprint": fp}, dtype)
+
+
+def _geometry(p: dict[str, Any]) -> Any:
+    return nchw_geometry("fused conv", p["N"], p["C"], p["H"], p["W"], p["F"], p["KH"], p["KW"], p["stride"],
+                         p["padding"], p["dilation"], p["groups"])
 
 
 def _pointwise_epilogue(out: Tensor, Y: Tensor) -> Callable[[Expr, tuple[Expr, ...]], Expr]:

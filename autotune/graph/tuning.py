@@ -75,11 +75,11 @@ def estimated_latency(tasks: Sequence[ModelTask], best: Mapping[str, float]) -> 
     return sum(t.weight * s for t, s in zip(tasks, times))
 
 
-def model_tasks(graph: Graph, target: str = "llvm", db: Any = None) -> list[ModelTask]:
+def model_tasks(graph: Graph, target: str = "llvm", db: Any = None, layout: str = "nchw") -> list[ModelTask]:
     """The model's distinct kernels as tasks, in first-use order, weighted by their node count.
     Inputs that are graph constants at every use are the task's constant inputs: it is measured
     with its weight transforms hoisted, as `compile_model` runs it."""
-    prepared, _ = prepare_graph(graph, target, db)
+    prepared, _ = prepare_graph(graph, target, db, layout=layout)
     tasks = []
     for ns in prepared.kernel_uses().values():
         task = create_task(ns[0].op, target=target, dtype=ns[0].dtype, **ns[0].params)
@@ -97,11 +97,13 @@ def tune_model(model: Any, trials: int = 1000, db: Any = None, target: str = "ll
                shapes: Mapping[str, tuple[int, ...]] | None = None, time_budget: float | None = None,
                tuner: str = "xgb", seed: int | None = None, transfer: bool = True,
                callbacks: Sequence[Callable[[ModelProgress], Any]] = (), measure_option: Any = None,
-               batch_size: int | None = None, measurer: Any = None, cluster: str | None = None) -> ModelTuneResult:
+               batch_size: int | None = None, measurer: Any = None, cluster: str | None = None,
+               layout: str = "nchw") -> ModelTuneResult:
     """Tune every kernel of `model` (a Graph, an ONNX path, ModelProto or bytes) under one budget
     of `trials` measurements and, with `time_budget`, of that many seconds of wall time (checked
     after each batch). Every result lands in the database `db`; `compile_model` then runs the
     tuned kernels, and a second call resumes. `cluster`: measure on a Ray cluster, as `tune`.
+    `layout`: the activation layout `compile_model` will run the model with ("nchw", "nchwc").
     `measure_option` defaults to MeasureOptions(cold_weights=True): each kernel is timed with
     its weights out of cache and its activations hot, as it runs in the model (ResNet-18's
     layer3 Winograd kernels, their U 4x the weights, ran 0.48 ms hot, 0.82 in the model).
@@ -119,7 +121,7 @@ def tune_model(model: Any, trials: int = 1000, db: Any = None, target: str = "ll
 
     check_tune_args(trials, batch_size or 1, seed)
     graph = _as_graph(model, shapes)
-    tasks = tuple(model_tasks(graph, target, db))
+    tasks = tuple(model_tasks(graph, target, db, layout))
     if not tasks:
         raise ValueError(f"tune_model: graph {graph.name!r} has no kernel to tune (every node is a view)")
     start = time.monotonic()

@@ -118,6 +118,22 @@ def conv2d_nchw_schedule(cfg: Any, g: ConvGeometry, N: int, dtype: str, epilogue
     return s, [X, Wt, *extra, out]
 
 
+def blocked_conv2d_schedule(cfg: Any, g: ConvGeometry, N: int, dtype: str, epilogue: Epilogue | None,
+                            extra: Sequence[te.Tensor], x_block: int, out_block: int
+                            ) -> tuple[Schedule, list[te.Tensor]]:
+    """A conv of a model whose activations stay blocked between kernels (`autotune.graph.layout`):
+    X arrives as N x C/x_block x H x W x x_block when `x_block`, the output leaves blocked by
+    `out_block` when set. Only "nchwc" works in that layout, so it is the one algorithm."""
+    cfg.define_knob("algorithm", ["nchwc"], absent="nchwc")
+    nchwc.define_knobs(cfg, g, N, dtype, ("algorithm", ("nchwc",)), x_block, out_block)
+    (H, W), (KH, KW), C = g.spatial, g.kernel, g.in_channels
+    X = te.placeholder((N, C // x_block, H, W, x_block) if x_block else (N, C, H, W), dtype, name="X")
+    Wt = te.placeholder((g.out_channels, C // g.groups, KH, KW), dtype, name="W")
+    cfg.add_flop(direct_flop(te.placeholder((N, C, H, W), dtype, name="X"), Wt, g, epilogue))
+    s, out = nchwc.build(cfg, X, Wt, g, epilogue, extra, out_block)
+    return s, [X, Wt, *extra, out]
+
+
 @template("conv2d", reference=conv2d_reference,
           description="NCHW conv2d: X N x C x H x W, W F x C x KH x KW, with stride and padding")
 def conv2d_template(cfg, N: int, C: int, H: int, W: int, F: int, KH: int, KW: int, stride: int, padding: int,

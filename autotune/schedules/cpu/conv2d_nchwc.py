@@ -8,6 +8,10 @@ TVM's x86 conv2d_NCHWc and oneDNN's nChw16c): the conv algorithm "nchwc", one ke
               parallel loop: a register tile of oh_bn rows x reg_n columns x oc_bn channels (oc_bn/L
               vectors each) accumulates over the ic blocks, kh, kw (unrollable) and ic_bn
   out         NCHW, read from that local block with the epilogue applied
+In a model whose activations stay blocked between kernels (`autotune.graph.layout`), X may
+arrive blocked (N x C/b x H x W x b: data_vec is then a copy of whole vectors with the zero
+padding, or X itself when there is none) and the output may leave blocked (`blocked_output`,
+whole vectors per store): ic_bn then divides b, oc_bn is a multiple of it.
 The zero tails keep the inner loops free of branches, so F and C need not be multiples of the
 blocks; with groups, oc_bn divides F/G so that no output block straddles two groups. The repacks
 and the unpack are transposes; their inner blocks are unrolled into scalar accesses at constant
@@ -87,9 +91,12 @@ def _capped(values: Sequence[int], cap: int) -> list[int]:
     return sorted({min(v, cap) for v in values})
 
 
-def _oc_options(g: ConvGeometry) -> list[int]:
-    """Output channel blocks; with groups only divisors of F/groups (no block straddles two)."""
+def _oc_options(g: ConvGeometry, out_block: int) -> list[int]:
+    """Output channel blocks; with groups only divisors of F/groups (no block straddles two);
+    with a blocked output, multiples of its block (each tile writes whole blocks)."""
     Fg = _blocked_channels(g)
+    if out_block:
+        return [v for v in (out_block, 2 * out_block, 4 * out_block) if v == out_block or v <= Fg]
     if g.groups > 1 and not _depthwise(g):
         return [v for v in range(1, min(Fg, _BLOCKS[-1]) + 1) if Fg % v == 0]
     return _capped(_BLOCKS[2:], Fg)
@@ -121,10 +128,13 @@ def _pick_ic(cfg: Any, g: ConvGeometry, oc_bn: int, dtype: str, options: list[in
     return max(exact) if exact and 2 * max(exact) >= max(fitting) else max(fitting)
 
 
-def define_knobs(cfg: Any, g: ConvGeometry, N: int, dtype: str, when: tuple[str, tuple[str, ...]]) -> None:
-    """The block sizes and tile shape, first values by the rules in the module docstring."""
+def define_knobs(cfg: Any, g: ConvGeometry, N: int, dtype: str, when: tuple[str, tuple[str, ...]],
+                 x_block: int = 0, out_block: int = 0) -> None:
+    """The block sizes and tile shape, first values by the rules in the module docstring. With X
+    blocked (`x_block`), ic_bn divides its block; with the output blocked, oc_bn is a multiple
+    of that block."""
     L, (OH, OW) = lanes(cfg, dtype), g.out
-    oc_options = _oc_options(g)
+    oc_options = _oc_options(g, out_block)
     oc_bn = _pick_oc(g, L, oc_options)
     budget = _tile_positions(cfg, oc_bn, L)
     columns, rows = _capped(_COLUMNS, OW), _capped(_ROWS, OH)
@@ -133,6 +143,8 @@ def define_knobs(cfg: Any, g: ConvGeometry, N: int, dtype: str, when: tuple[str,
     cfg.define_knob("nchwc_oc_bn", first(oc_bn, oc_options), when=when)
     if not _depthwise(g):
         ic_options = _capped(_BLOCKS, _per_group(g)[0])
+        if x_block:
+            ic_options = [v for v in ic_options if x_block % v == 0]
         cfg.define_knob("nchwc_ic_bn", first(_pick_ic(cfg, g, oc_bn, dtype, ic_options), ic_options), when=when)
     cfg.define_knob("nchwc_reg_n", first(reg_n, columns), when=when)
     cfg.define_knob("nchwc_oh_bn", first(oh_bn, rows), when=when)
@@ -166,6 +178,29 @@ def pack_data(X: te.Tensor, g: ConvGeometry, ic_bn: int) -> te.Tensor:
         return te.if_then_else(te.all(*inside), value, zero) if inside else value
 
     return te.compute((N, groups * CB, Hr, Wr, ic_bn), elem, name="data_vec")
+
+
+def pad_blocked(X: te.Tensor, g: ConvGeometry, ic_bn: int) -> te.Tensor:
+    """X given blocked (N x C/b x H x W x b) as data_vec in ic_bn blocks (ic_bn divides b),
+    zero-padded spatially: a copy of whole vectors, no transpose. X itself when there is nothing
+    to pad or re-block (the conv then reads X in place)."""
+    N, _, H, W, b = X.shape
+    (pt, pl), zero = g.pad_before, te.const(0, X.dtype)
+    Hr, Wr = _read_extent(g, 0), _read_extent(g, 1)
+    if ic_bn == b and not pt and not pl and Hr <= H and Wr <= W:
+        return X
+    k = b // ic_bn
+
+    def elem(n: Any, cb: Any, h: Any, w: Any, ci: Any) -> Any:
+        inside = [h >= pt] if pt else []
+        inside += [h < H + pt] if Hr > H + pt else []
+        inside += [w >= pl] if pl else []
+        inside += [w < W + pl] if Wr > W + pl else []
+        c_block, c = (cb // k, (cb % k) * ic_bn + ci) if k > 1 else (cb, ci)
+        value = X[n, c_block, h - pt if pt else h, w - pl if pl else w, c]
+        return te.if_then_else(te.all(*inside), value, zero) if inside else value
+
+    return te.compute((N, X.shape[1] * k, Hr, Wr, ic_bn), elem, name="data_vec")
 
 
 def pack_kernel(Wt: te.Tensor, ic_bn: int, oc_bn: int) -> te.Tensor:
@@ -227,6 +262,19 @@ def unpack(conv: te.Tensor, g: ConvGeometry, epilogue: Epilogue | None) -> te.Te
     return te.compute((N, g.out_channels, *g.out), elem, name="Y" if epilogue is None else "out")
 
 
+def blocked_output(conv: te.Tensor, g: ConvGeometry, epilogue: Epilogue | None, block: int) -> te.Tensor:
+    """The output blocked (N x F/block x OH x OW x block, epilogue applied) from the conv's
+    oc_bn blocks, oc_bn a multiple of `block`: a copy of whole vectors."""
+    N, oc_bn = conv.shape[0], conv.shape[-1]
+    k = oc_bn // block
+
+    def elem(n: Any, fb: Any, y: Any, x: Any, fj: Any) -> Any:
+        v = conv[n, fb // k, y, x, (fb % k) * block + fj] if k > 1 else conv[n, fb, y, x, fj]
+        return v if epilogue is None else epilogue(v, (n, fb * block + fj, y, x))
+
+    return te.compute((N, g.out_channels // block, *g.out, block), elem, name="Y" if epilogue is None else "out")
+
+
 # ---- schedule -----------------------------------------------------------------------------------
 
 def _schedule_output(s: Schedule, out: te.Tensor, oc_bn: int, oh_bn: int) -> Any:
@@ -242,6 +290,19 @@ def _schedule_output(s: Schedule, out: te.Tensor, oc_bn: int, oh_bn: int) -> Any
     s[out].parallel(block)
     s[out].unroll(fi)
     s[out].unroll(xi)
+    return block
+
+
+def _schedule_blocked_output(s: Schedule, out: te.Tensor, oc_bn: int, oh_bn: int) -> Any:
+    """The blocked output's (n, oc block, row block) loop in parallel; inside it, whole vectors
+    copied from the local conv block with the epilogue. Returns the parallel loop."""
+    n, fb, y, x, fj = out.op.axis
+    fbo, fbi = s[out].split(fb, oc_bn // fj.extent)
+    yo, yi = s[out].split(y, oh_bn)
+    s[out].reorder(n, fbo, yo, fbi, yi, x, fj)
+    block = s[out].fuse(n, fbo, yo)
+    s[out].parallel(block)
+    s[out].vectorize(fj)
     return block
 
 
@@ -266,11 +327,15 @@ def _schedule_packing(s: Schedule, D: te.Tensor, K: te.Tensor) -> None:
     """Both repacks at root, in parallel over their outer axes. Each is a transpose: its inner
     block is unrolled into scalar loads at constant offsets, which LLVM's SLP vectoriser turns into
     vector loads and shuffles (a vectorised loop would gather one element at a time instead)."""
-    n, cb, h, w, ci = D.op.axis
-    s[D].parallel(s[D].fuse(n, cb, h))
-    _, wi = s[D].split(w, TRANSPOSE_COLUMNS)
-    s[D].unroll(wi)
-    s[D].unroll(ci)
+    if isinstance(D.op, te.ComputeOp):
+        n, cb, h, w, ci = D.op.axis
+        s[D].parallel(s[D].fuse(n, cb, h))
+        if D.op.input_tensors[0].ndim == 5:         # from blocked X: a copy of whole vectors
+            s[D].vectorize(ci)
+        else:
+            _, wi = s[D].split(w, TRANSPOSE_COLUMNS)
+            s[D].unroll(wi)
+            s[D].unroll(ci)
     *_, fi = K.op.axis
     s[K].unroll(fi)
     if len(K.op.axis) == 4:         # depthwise: C x KH x KW weights, a small transpose
@@ -282,19 +347,19 @@ def _schedule_packing(s: Schedule, D: te.Tensor, K: te.Tensor) -> None:
 
 
 def build(cfg: Any, X: te.Tensor, Wt: te.Tensor, g: ConvGeometry, epilogue: Epilogue | None,
-          extra: Sequence[te.Tensor]) -> tuple[Schedule, te.Tensor]:
-    """The NCHW conv2d of X and Wt (epilogue on the local tile) through the blocked layout; `extra`
-    (the epilogue's own inputs) are read in place."""
+          extra: Sequence[te.Tensor], out_block: int = 0) -> tuple[Schedule, te.Tensor]:
+    """The conv2d of X and Wt (epilogue on the local tile) through the blocked layout; `extra`
+    (the epilogue's own inputs) are read in place. X is NCHW, or blocked (5-d: N x C/b x H x W
+    x b); the output NCHW, or blocked by `out_block`."""
     oc_bn = cfg["nchwc_oc_bn"].val
-    if _depthwise(g):
-        D, K = pack_data(X, g, oc_bn), pack_depthwise_kernel(Wt, oc_bn)
-    else:
-        ic_bn = cfg["nchwc_ic_bn"].val
-        D, K = pack_data(X, g, ic_bn), pack_kernel(Wt, ic_bn, oc_bn)
+    ic_bn = oc_bn if _depthwise(g) else cfg["nchwc_ic_bn"].val
+    D = pad_blocked(X, g, ic_bn) if X.ndim == 5 else pack_data(X, g, ic_bn)
+    K = pack_depthwise_kernel(Wt, oc_bn) if _depthwise(g) else pack_kernel(Wt, ic_bn, oc_bn)
     conv = blocked_conv(D, K, g, oc_bn)
-    out = unpack(conv, g, epilogue)
+    out = blocked_output(conv, g, epilogue, out_block) if out_block else unpack(conv, g, epilogue)
     s = te.create_schedule(out.op)
     _schedule_packing(s, D, K)
-    block = _schedule_output(s, out, oc_bn, cfg["nchwc_oh_bn"].val)
+    schedule_output = _schedule_blocked_output if out_block else _schedule_output
+    block = schedule_output(s, out, oc_bn, cfg["nchwc_oh_bn"].val)
     _schedule_conv(cfg, s, conv, out, block)
     return s, out
