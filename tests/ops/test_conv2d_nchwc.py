@@ -51,6 +51,11 @@ CASES = [   # (op, params); each offers nchwc and nchw, some also gemm and winog
     ("conv2d_bias_relu", dict(N=1, C=12, H=8, W=9, F=24, KH=3, KW=3, stride=2, padding=(0, 1, 1, 1), dilation=1,
                               groups=3)),
     ("conv2d_bn", dict(N=1, C=9, H=7, W=11, F=33, KH=1, KW=3, stride=1, padding=(0, 1), dilation=1, groups=1)),
+    # one pixel wide with a stride: the repack keeps every stride-th pixel (padding read as zero)
+    ("conv2d_grouped", dict(N=1, C=11, H=13, W=14, F=21, KH=1, KW=1, stride=(2, 3), padding=1, dilation=1,
+                            groups=1)),
+    ("conv2d_grouped", dict(N=1, C=10, H=11, W=9, F=17, KH=1, KW=3, stride=(3, 2), padding=(1, 1, 0, 0),
+                            dilation=1, groups=1)),
 ]
 
 

@@ -1,8 +1,9 @@
 """conv2d in the blocked NCHW[x]c layout on the CPU, vectorised along output channels (the shape of
 TVM's x86 conv2d_NCHWc and oneDNN's nChw16c): the conv algorithm "nchwc", one kernel of four stages
 
-  data_vec    X as N x G*CB x H' x W' x ic_bn, zero-padded spatially (H' x W': what the conv reads)
-              and in each group's channel tail (CB = ceil(C/G / ic_bn) blocks per group, G groups)
+  data_vec    X as N x G*CB x H' x W' x ic_bn, zero-padded spatially (H' x W': what the conv reads;
+              along a 1-wide kernel axis with a stride, only every stride-th pixel) and in each
+              group's channel tail (CB = ceil(C/G / ic_bn) blocks per group, G groups)
   kernel_vec  W as F/oc_bn x CB x KH x KW x ic_bn x oc_bn, zero in the channel tails
   conv        N x F/oc_bn x OH x OW x oc_bn, into a local buffer per (n, oc block, oh_bn rows), the
               parallel loop: a register tile of oh_bn rows x reg_n columns x oc_bn channels (oc_bn/L
@@ -158,49 +159,68 @@ def _read_extent(g: ConvGeometry, axis: int) -> int:
     return (g.out[axis] - 1) * g.stride[axis] + (g.kernel[axis] - 1) * g.dilation[axis] + 1
 
 
-def pack_data(X: te.Tensor, g: ConvGeometry, ic_bn: int) -> te.Tensor:
-    """X as N x G*CB x H' x W' x ic_bn, zero outside X and in each group's channel tail."""
+def _subsampled(g: ConvGeometry, axis: int) -> bool:
+    """A kernel one pixel wide along `axis` with a stride reads every stride-th pixel only: the
+    repack keeps just those (a 1x1 stride-2 conv's repack of every pixel cost 4x its reads)."""
+    return g.kernel[axis] == 1 and g.stride[axis] > 1
+
+
+def _spatial(g: ConvGeometry, axis: int, i: Any, size: int) -> tuple[Any, list[Any]]:
+    """The input pixel data_vec's position i maps to along `axis` (of extent `size` in X), and
+    the conditions for it to be inside X (outside: zero padding)."""
+    step, pad = (g.stride[axis] if _subsampled(g, axis) else 1), g.pad_before[axis]
+    src = i * step if step > 1 else i
+    src = src - pad if pad else src
+    last = (_packed_extent(g, axis) - 1) * step - pad
+    return src, ([src >= 0] if pad else []) + ([src < size] if last >= size else [])
+
+
+def _packed_extent(g: ConvGeometry, axis: int) -> int:
+    return g.out[axis] if _subsampled(g, axis) else _read_extent(g, axis)
+
+
+def _packed_steps(g: ConvGeometry) -> tuple[int, int]:
+    """The strides at which the conv reads a repacked data_vec."""
+    return (1 if _subsampled(g, 0) else g.stride[0], 1 if _subsampled(g, 1) else g.stride[1])
+
+
+def pack_data(X: te.Tensor, g: ConvGeometry, ic_bn: int) -> tuple[te.Tensor, tuple[int, int]]:
+    """X as N x G*CB x H' x W' x ic_bn, zero outside X and in each group's channel tail; with
+    the strides at which the conv reads it."""
     N, _, H, W = X.shape
     Cg, groups = (g.in_channels, 1) if _depthwise(g) else (_per_group(g)[0], g.groups)
     CB = -(-Cg // ic_bn)
-    (pt, pl), zero = g.pad_before, te.const(0, X.dtype)
-    Hr, Wr = _read_extent(g, 0), _read_extent(g, 1)
+    zero = te.const(0, X.dtype)
 
     def elem(n: Any, cb: Any, h: Any, w: Any, ci: Any) -> Any:
         local = (cb % CB if groups > 1 else cb) * ic_bn + ci
         c = (cb // CB) * Cg + local if groups > 1 else local
-        inside = [local < Cg] if Cg % ic_bn else []
-        inside += [h >= pt] if pt else []
-        inside += [h < H + pt] if Hr > H + pt else []
-        inside += [w >= pl] if pl else []
-        inside += [w < W + pl] if Wr > W + pl else []
-        value = X[n, c, h - pt if pt else h, w - pl if pl else w]
+        (row, row_in), (col, col_in) = _spatial(g, 0, h, H), _spatial(g, 1, w, W)
+        inside = ([local < Cg] if Cg % ic_bn else []) + row_in + col_in
+        value = X[n, c, row, col]
         return te.if_then_else(te.all(*inside), value, zero) if inside else value
 
-    return te.compute((N, groups * CB, Hr, Wr, ic_bn), elem, name="data_vec")
+    shape = (N, groups * CB, _packed_extent(g, 0), _packed_extent(g, 1), ic_bn)
+    return te.compute(shape, elem, name="data_vec"), _packed_steps(g)
 
 
-def pad_blocked(X: te.Tensor, g: ConvGeometry, ic_bn: int) -> te.Tensor:
+def pad_blocked(X: te.Tensor, g: ConvGeometry, ic_bn: int) -> tuple[te.Tensor, tuple[int, int]]:
     """X given blocked (N x C/b x H x W x b) as data_vec in ic_bn blocks (ic_bn divides b),
     zero-padded spatially: a copy of whole vectors, no transpose. X itself when there is nothing
-    to pad or re-block (the conv then reads X in place)."""
+    to pad or re-block (the conv then reads X in place, at its strides)."""
     N, _, H, W, b = X.shape
-    (pt, pl), zero = g.pad_before, te.const(0, X.dtype)
-    Hr, Wr = _read_extent(g, 0), _read_extent(g, 1)
-    if ic_bn == b and not pt and not pl and Hr <= H and Wr <= W:
-        return X
-    k = b // ic_bn
+    if ic_bn == b and not any(g.pad_before) and _read_extent(g, 0) <= H and _read_extent(g, 1) <= W:
+        return X, g.stride
+    k, zero = b // ic_bn, te.const(0, X.dtype)
 
     def elem(n: Any, cb: Any, h: Any, w: Any, ci: Any) -> Any:
-        inside = [h >= pt] if pt else []
-        inside += [h < H + pt] if Hr > H + pt else []
-        inside += [w >= pl] if pl else []
-        inside += [w < W + pl] if Wr > W + pl else []
+        (row, row_in), (col, col_in) = _spatial(g, 0, h, H), _spatial(g, 1, w, W)
         c_block, c = (cb // k, (cb % k) * ic_bn + ci) if k > 1 else (cb, ci)
-        value = X[n, c_block, h - pt if pt else h, w - pl if pl else w, c]
-        return te.if_then_else(te.all(*inside), value, zero) if inside else value
+        value = X[n, c_block, row, col, c]
+        return te.if_then_else(te.all(*row_in, *col_in), value, zero) if row_in + col_in else value
 
-    return te.compute((N, X.shape[1] * k, Hr, Wr, ic_bn), elem, name="data_vec")
+    shape = (N, X.shape[1] * k, _packed_extent(g, 0), _packed_extent(g, 1), ic_bn)
+    return te.compute(shape, elem, name="data_vec"), _packed_steps(g)
 
 
 def pack_kernel(Wt: te.Tensor, ic_bn: int, oc_bn: int) -> te.Tensor:
@@ -229,11 +249,11 @@ def pack_depthwise_kernel(Wt: te.Tensor, bn: int) -> te.Tensor:
     return te.compute((-(-C // bn), KH, KW, bn), elem, name="kernel_vec")
 
 
-def blocked_conv(D: te.Tensor, K: te.Tensor, g: ConvGeometry, oc_bn: int) -> te.Tensor:
-    """conv[n, fo, y, x, fi] over the packed data and kernel (the group of block fo reads its own
-    channel blocks; depthwise: channel block fo of the data, no channel reduction)."""
+def blocked_conv(D: te.Tensor, K: te.Tensor, g: ConvGeometry, oc_bn: int, steps: tuple[int, int]) -> te.Tensor:
+    """conv[n, fo, y, x, fi] over the packed data, read at `steps`, and kernel (the group of block
+    fo reads its own channel blocks; depthwise: channel block fo of the data, no channel reduction)."""
     N, FB = D.shape[0], K.shape[0]
-    (sh, sw), (dh, dw) = g.stride, g.dilation
+    (sh, sw), (dh, dw) = steps, g.dilation
     if _depthwise(g):
         ry, rx = te.reduce_axis((0, K.shape[1]), name="ry"), te.reduce_axis((0, K.shape[2]), name="rx")
         return te.compute((N, FB, *g.out, oc_bn), lambda n, fo, y, x, fi: te.sum(
@@ -353,9 +373,9 @@ def build(cfg: Any, X: te.Tensor, Wt: te.Tensor, g: ConvGeometry, epilogue: Epil
     x b); the output NCHW, or blocked by `out_block`."""
     oc_bn = cfg["nchwc_oc_bn"].val
     ic_bn = oc_bn if _depthwise(g) else cfg["nchwc_ic_bn"].val
-    D = pad_blocked(X, g, ic_bn) if X.ndim == 5 else pack_data(X, g, ic_bn)
+    D, steps = pad_blocked(X, g, ic_bn) if X.ndim == 5 else pack_data(X, g, ic_bn)
     K = pack_depthwise_kernel(Wt, oc_bn) if _depthwise(g) else pack_kernel(Wt, ic_bn, oc_bn)
-    conv = blocked_conv(D, K, g, oc_bn)
+    conv = blocked_conv(D, K, g, oc_bn, steps)
     out = blocked_output(conv, g, epilogue, out_block) if out_block else unpack(conv, g, epilogue)
     s = te.create_schedule(out.op)
     _schedule_packing(s, D, K)
