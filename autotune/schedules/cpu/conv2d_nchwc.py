@@ -210,7 +210,7 @@ def pad_blocked(X: te.Tensor, g: ConvGeometry, ic_bn: int) -> tuple[te.Tensor, t
     to pad or re-block (the conv then reads X in place, at its strides)."""
     N, _, H, W, b = X.shape
     if ic_bn == b and not any(g.pad_before) and _read_extent(g, 0) <= H and _read_extent(g, 1) <= W:
-        return X, g.stride
+        return X, (g.stride[0], g.stride[1])
     k, zero = b // ic_bn, te.const(0, X.dtype)
 
     def elem(n: Any, cb: Any, h: Any, w: Any, ci: Any) -> Any:
