@@ -168,7 +168,7 @@ def _row_group(graph: Graph, members: list[Node]) -> GroupKernel:
     ins = [comp.placeholders[n] for n in comp.inputs]
     fp = fingerprint([ref], ins)
     name = _task_name(members, fp)
-    _register(name, fp, build, [ref], ins, f"{red.op} + prologue")
+    register_kernel(name, fp, build, [ref], ins, f"{red.op} + prologue")
     return GroupKernel(Node(_label(members), name, tuple(comp.inputs), (red.outputs[0],), {"fingerprint": fp}, dtype),
                        "anchor")
 
@@ -182,7 +182,7 @@ def _label(members: list[Node]) -> str:
     return "+".join(n.name for n in members)
 
 
-def _register(name: str, fp: int, build: Callable[[Any], Any], outs: list[Tensor], ins: list[Tensor],
+def register_kernel(name: str, fp: int, build: Callable[[Any], Any], outs: list[Tensor], ins: list[Tensor],
               what: str) -> None:
     """A template for this group's computation only (its fingerprint checked, as from_te's are);
     the reference evaluates the unscheduled computation with numpy."""
@@ -267,7 +267,7 @@ def _conv_anchor(members: list[Node], p: dict[str, Any], w_shape: tuple[int, ...
     ref = topi_conv.apply_epilogue(Y, epilogue)
     fp = fingerprint([ref], [X, Wt, *extra])
     name = _task_name(members, fp)
-    _register(name, fp, lambda cfg: conv2d_nchw_schedule(cfg, g, p["N"], dtype, epilogue, extra),
+    register_kernel(name, fp, lambda cfg: conv2d_nchw_schedule(cfg, g, p["N"], dtype, epilogue, extra),
               [ref], [X, Wt, *extra], "conv2d + epilogue")
     return Node(_label(members), name, (), (members[-1].outputs[0],), {"fingerprint": fp}, dtype)
 
@@ -288,7 +288,7 @@ def _blocked_conv_anchor(members: list[Node], p: dict[str, Any], w_shape: tuple[
     ref = to_blocked(ref, out_block, name="out") if out_block else ref
     fp = fingerprint([ref], [X, Wt, *extra])
     name = _task_name(members, fp)
-    _register(name, fp, lambda cfg: blocked_conv2d_schedule(cfg, g, p["N"], dtype, epilogue, extra, x_block,
+    register_kernel(name, fp, lambda cfg: blocked_conv2d_schedule(cfg, g, p["N"], dtype, epilogue, extra, x_block,
                                                             out_block),
               [ref], [X, Wt, *extra], "conv2d + epilogue, blocked layout")
     return Node(_label(members), name, (), (members[-1].outputs[0],), {"fingerprint": fp}, dtype)
@@ -357,7 +357,7 @@ def _matmul_group(graph: Graph, members: list[Node]) -> GroupKernel:
         A[i, k] * (B[j // panel, k, j % panel] if panel else B[k, j]), axis=k), name="C"))
     fp = fingerprint([ref], [A, B, *extra])
     name = _task_name(members, fp)
-    _register(name, fp, lambda cfg: matmul_body(cfg, M, N, K, mm.dtype, epilogue=epilogue, extra_inputs=extra,
+    register_kernel(name, fp, lambda cfg: matmul_body(cfg, M, N, K, mm.dtype, epilogue=epilogue, extra_inputs=extra,
                                                  panel=panel), [ref], [A, B, *extra], "matmul + epilogue")
     last = graph.value(members[-1].outputs[0])
     out = last.name if last.shape == (M, N) else f"{last.name}/2d"

@@ -1,19 +1,21 @@
 """Activations kept blocked between convolutions, as TVM's alter-op-layout and ONNX Runtime's
 NCHWc transformer do: a conv then reads its input and writes its output as N x C/b x H x W x b
-(`autotune.topi.layout`), with no transpose at its edges.
+(`autotune.topi.layout`), with no transpose at its edges. Opt-in (`layout="nchwc"`).
 
 A conv through the blocked layout repacks its NCHW input into channel blocks and unpacks its
-output back, two transposes per kernel: 13-23% of ResNet-18's 3x3 convs and 80% of its strided
-1x1 convs (2 threads, default configs). With the activations blocked between kernels, each conv
-pays a copy of whole vectors (its zero padding) instead.
+output back, two transposes per kernel: ResNet-18's 3x3 convs ran 4-23% faster without them and
+its 1x1 stride-2 convs 5x (2 threads, same knobs). With the activations blocked between kernels,
+each conv pays a copy of whole vectors (its zero padding) instead. It is not the default: every
+conv is then the "nchwc" algorithm, which trails the Winograd and GEMM kernels the NCHW tuning
+picks for most of ResNet-18's layers on this project's CPU (README, "Models").
 
-The rule, on the fused groups (`plan_layout`): the block is the target's vector lanes for the
-dtype. A conv group (a conv of one group with its epilogue, float32, output channels a multiple
-of the block) writes its output blocked when some reader takes it blocked: another such conv
-group (as its input or as an epilogue input, a residual) or a max pool, which then writes
-blocked too. Every other reader, and a graph output, reads the NCHW tensor that one conversion
-kernel makes after the producer. A conv whose input stays NCHW (the model's image) repacks it as
-before.
+The rule, on the fused groups (`plan_layout`): the block is one float32 vector of the target.
+A conv group (a conv of one group with its epilogue, float32, output channels a multiple of the
+block, not a narrowing 1x1 stride-1 conv) writes its output blocked when some reader takes it
+blocked: another such conv group (as its input or as an epilogue input, a residual) or a max
+pool, which then writes blocked too. Every other reader, and a graph output, reads the NCHW
+tensor that one conversion kernel makes after the producer. A conv whose input stays NCHW (the
+model's image) repacks it as before.
 """
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from ..schedules.from_te import create_task_from_te, fingerprint
 from ..target import Target
 from ..topi.layout import LAYOUTS, blocked_shape, from_blocked
 from ..topi.pooling import pool_geometry
-from .fused_task import GroupKernel, _register
+from .fused_task import GroupKernel, register_kernel
 from .ir import Node, Value
 
 CONVS = ("conv2d", "conv2d_grouped")
@@ -118,7 +120,7 @@ def blocked_pool(node: Node, layout: Layout) -> GroupKernel:
         s[out].vectorize(ci)
         return s, [X, out]
 
-    _register(name, fp, build, [out], [X], "max_pool2d, blocked layout")
+    register_kernel(name, fp, build, [out], [X], "max_pool2d, blocked layout")
     return GroupKernel(Node(node.name, name, (layout.name(node.inputs[0]),), (layout.name(node.outputs[0]),),
                             {"fingerprint": fp}, node.dtype), "anchor")
 
