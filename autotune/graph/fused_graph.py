@@ -96,8 +96,8 @@ def _blocked(graph: Graph, parts: list[tuple[list[int], list[Node]]], lowered: l
             value = graph.value(source[k.node.outputs[0]])
             added[plan.name(value.name)] = (layout.blocked_value(value, plan), None)
             if value.name in nchw_readers:
-                conv = layout.unblock(value, plan)
-                part.append((FusedGroup((), ("unblock",), conv.node, conv.how), conv))
+                back = layout.unblock(value, plan)
+                part.append((FusedGroup((), ("unblock",), back.node, back.how), back))
     return out
 
 

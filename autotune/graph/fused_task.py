@@ -183,7 +183,7 @@ def _label(members: list[Node]) -> str:
 
 
 def register_kernel(name: str, fp: int, build: Callable[[Any], Any], outs: list[Tensor], ins: list[Tensor],
-              what: str) -> None:
+                    what: str) -> None:
     """A template for this group's computation only (its fingerprint checked, as from_te's are);
     the reference evaluates the unscheduled computation with numpy."""
     def fused_template(cfg: Any, fingerprint: int, dtype: str = outs[0].dtype) -> Any:
@@ -236,49 +236,28 @@ def _conv_group(graph: Graph, members: list[Node], layout: Layout | None = None)
     out = comp.run(rest, env, adapt) if rest else env[members[-1].outputs[0]]
     params = _conv_params(conv)
     x_name, out_name = conv.inputs[0], members[-1].outputs[0]
-    if x_name in blocked or out_name in blocked:
-        assert layout is not None
-        x_block, out_block = (block if v in blocked else 0 for v in (x_name, out_name))
-        extra = [comp.placeholders[n] for n in comp.inputs]
-        node = _blocked_conv_anchor(members, params, values[w].shape, _pointwise_epilogue(out, Y), extra,
-                                    x_block, out_block)
-        names = [layout.name(v) if v in blocked else v for v in (x_name, w, *comp.inputs)]
-        out_names = (layout.name(out_name) if out_block else out_name,)
-        return GroupKernel(replace(node, inputs=tuple(names), outputs=out_names), "anchor", constants=folded or ())
-    inputs = (x_name, w, *comp.inputs)
-    if folded and [n.op for n in rest] in ([], ["relu"]):
+    x_block, out_block = (block if v in blocked else 0 for v in (x_name, out_name))
+    inputs = tuple(layout.name(v) if layout and v in blocked else v for v in (x_name, w, *comp.inputs))
+    if folded and not (x_block or out_block) and [n.op for n in rest] in ([], ["relu"]):
         op = "conv2d_bias_relu" if rest else "conv2d_bn"
         return GroupKernel(Node(_label(members), op, inputs, (out_name,), params, conv.dtype),
-                      "template", constants=folded)
+                           "template", constants=folded)
     extra = [comp.placeholders[n] for n in comp.inputs]
-    node = _conv_anchor(members, params, values[w].shape, _pointwise_epilogue(out, Y), extra)
-    return GroupKernel(replace(node, inputs=inputs), "anchor", constants=folded or ())
+    node = _conv_anchor(members, params, values[w].shape, _pointwise_epilogue(out, Y), extra, x_block, out_block)
+    outputs = (layout.name(out_name) if layout and out_block else out_name,)
+    return GroupKernel(replace(node, inputs=inputs, outputs=outputs), "anchor", constants=folded or ())
 
 
 def _conv_anchor(members: list[Node], p: dict[str, Any], w_shape: tuple[int, ...],
-                 epilogue: Callable[[Expr, tuple[Expr, ...]], Expr], extra: list[Tensor]) -> Node:
+                 epilogue: Callable[[Expr, tuple[Expr, ...]], Expr], extra: list[Tensor],
+                 x_block: int = 0, out_block: int = 0) -> Node:
     """The node of a conv template with this epilogue (registered under the group's name); its
-    inputs are X, W, then `extra`'s values, which the caller names."""
+    inputs are X, W, then `extra`'s values, which the caller names. With X (`x_block`) or the
+    output (`out_block`) blocked, the blocked conv schedule; the reference then converts the
+    layouts around the NCHW computation."""
     dtype = members[0].dtype
-    g = _geometry(p)
-    X = te.placeholder((p["N"], p["C"], p["H"], p["W"]), dtype, name="X")
-    Wt = te.placeholder(w_shape, dtype, name="W")
-    _, Y = topi_conv.conv2d_nchw(X, Wt, g.stride, (*g.pad_before, *g.pad_after), g.dilation, g.groups)
-    ref = topi_conv.apply_epilogue(Y, epilogue)
-    fp = fingerprint([ref], [X, Wt, *extra])
-    name = _task_name(members, fp)
-    register_kernel(name, fp, lambda cfg: conv2d_nchw_schedule(cfg, g, p["N"], dtype, epilogue, extra),
-              [ref], [X, Wt, *extra], "conv2d + epilogue")
-    return Node(_label(members), name, (), (members[-1].outputs[0],), {"fingerprint": fp}, dtype)
-
-
-def _blocked_conv_anchor(members: list[Node], p: dict[str, Any], w_shape: tuple[int, ...],
-                         epilogue: Callable[[Expr, tuple[Expr, ...]], Expr], extra: list[Tensor],
-                         x_block: int, out_block: int) -> Node:
-    """`_conv_anchor` for a conv whose input (`x_block`) or output (`out_block`) is blocked: the
-    blocked conv schedule; the reference converts the layouts around the NCHW computation."""
-    dtype = members[0].dtype
-    g = _geometry(p)
+    g = nchw_geometry("fused conv", p["N"], p["C"], p["H"], p["W"], p["F"], p["KH"], p["KW"], p["stride"],
+                      p["padding"], p["dilation"], p["groups"])
     shape = (p["N"], p["C"], p["H"], p["W"])
     X = te.placeholder(blocked_shape(shape, x_block) if x_block else shape, dtype, name="X")
     Wt = te.placeholder(w_shape, dtype, name="W")
@@ -288,15 +267,14 @@ def _blocked_conv_anchor(members: list[Node], p: dict[str, Any], w_shape: tuple[
     ref = to_blocked(ref, out_block, name="out") if out_block else ref
     fp = fingerprint([ref], [X, Wt, *extra])
     name = _task_name(members, fp)
-    register_kernel(name, fp, lambda cfg: blocked_conv2d_schedule(cfg, g, p["N"], dtype, epilogue, extra, x_block,
-                                                            out_block),
-              [ref], [X, Wt, *extra], "conv2d + epilogue, blocked layout")
+    if x_block or out_block:
+        register_kernel(name, fp, lambda cfg: blocked_conv2d_schedule(cfg, g, p["N"], dtype, epilogue, extra,
+                                                                      x_block, out_block),
+                        [ref], [X, Wt, *extra], "conv2d + epilogue, blocked layout")
+    else:
+        register_kernel(name, fp, lambda cfg: conv2d_nchw_schedule(cfg, g, p["N"], dtype, epilogue, extra),
+                        [ref], [X, Wt, *extra], "conv2d + epilogue")
     return Node(_label(members), name, (), (members[-1].outputs[0],), {"fingerprint": fp}, dtype)
-
-
-def _geometry(p: dict[str, Any]) -> Any:
-    return nchw_geometry("fused conv", p["N"], p["C"], p["H"], p["W"], p["F"], p["KH"], p["KW"], p["stride"],
-                         p["padding"], p["dilation"], p["groups"])
 
 
 def _pointwise_epilogue(out: Tensor, Y: Tensor) -> Callable[[Expr, tuple[Expr, ...]], Expr]:
@@ -358,7 +336,7 @@ def _matmul_group(graph: Graph, members: list[Node]) -> GroupKernel:
     fp = fingerprint([ref], [A, B, *extra])
     name = _task_name(members, fp)
     register_kernel(name, fp, lambda cfg: matmul_body(cfg, M, N, K, mm.dtype, epilogue=epilogue, extra_inputs=extra,
-                                                 panel=panel), [ref], [A, B, *extra], "matmul + epilogue")
+                                                       panel=panel), [ref], [A, B, *extra], "matmul + epilogue")
     last = graph.value(members[-1].outputs[0])
     out = last.name if last.shape == (M, N) else f"{last.name}/2d"
     node = Node(_label(members), name, (*mm.inputs, *comp.inputs), (out,), {"fingerprint": fp}, mm.dtype)

@@ -49,9 +49,9 @@ def layout_block(target: str, layout: str = "nchwc") -> int:
     float32 vector of the CPU for "nchwc"; ValueError for another layout, or "nchwc" off the CPU."""
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
-    tgt = Target.parse(target)
     if layout == "nchw":
         return 0
+    tgt = Target.parse(target)
     if tgt.kind != "llvm":
         raise ValueError(f"layout 'nchwc' is for CPU targets (llvm), not {tgt.kind!r}")
     return tgt.cpu.lanes(4)
