@@ -140,9 +140,14 @@ class Builder:
     def kernel(self, op: str, inputs: Sequence[str], params: dict[str, Any], shape: tuple[int, ...],
                dtype: str | None = None, out: str | None = None, kernel_dtype: str | None = None) -> str:
         """Emit one kernel node writing a value of `shape` (rank 0 goes through a (1,) kernel
-        output and a view: templates take shapes of rank >= 1). Returns the output's name."""
+        output and a view: templates take shapes of rank >= 1; a value with no elements is an
+        empty constant, with no kernel). Returns the output's name."""
         dtype = dtype or self.dtype(inputs[0])
         kdtype = kernel_dtype or self.dtype(inputs[0])
+        if 0 in shape:
+            name = self._define(out, op, shape, dtype)
+            self.constants[name] = np.zeros(shape, dtype)
+            return name
         if shape == ():
             flat = self.kernel(op, inputs, params, (1,), dtype, None, kdtype)
             return self.view(flat, (), out)

@@ -30,8 +30,9 @@ def f32(value: float) -> float:
 
 def unary(b: Builder, op: str, x: str, params: dict[str, Any] | None = None, out: str | None = None,
           dtype: str | None = None) -> str:
+    shape = b.shape(x)          # a rank-0 x runs as (1,) and its result is viewed back to rank 0
     x = b.operand(x)
-    return b.kernel(op, [x], {"shape": b.shape(x), **(params or {})}, b.shape(x), dtype, out)
+    return b.kernel(op, [x], {"shape": b.shape(x), **(params or {})}, shape, dtype, out)
 
 
 def binary(b: Builder, op: str, x: str, y: str, out: str | None = None, dtype: str | None = None) -> str:

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from .builder import Attrs, Builder, allowed, converts
-from .onnx_ops import binary
+from .builder import Attrs, Builder, converts
+from .onnx_ops import binary, unary
 
 REDUCE = {"ReduceSum": "sum", "ReduceMean": "mean", "ReduceMax": "max", "ReduceMin": "min"}
 
@@ -100,36 +100,92 @@ def _axes(b: Builder, node: Any, attrs: Attrs) -> list[int] | None:
     return None
 
 
-@converts(*REDUCE)
+# reductions ONNX defines over sum: (pointwise before, pointwise after); fusion makes them one kernel
+COMPOSITE_REDUCE = {"ReduceL1": ("abs", None), "ReduceL2": ("square", "sqrt"), "ReduceSumSquare": ("square", None),
+                    "ReduceLogSum": (None, "log"), "ReduceLogSumExp": (None, None)}
+
+
+def _empty_reduction(op_type: str, dtype: str) -> Any:
+    """What ONNX's reductions give over an empty set: 0 for the sums, NaN (the mean of nothing),
+    -inf for the log-sums, and for max and min the lowest and highest value of the dtype (-inf and
+    inf for floats, False and True)."""
+    if op_type in ("ReduceSum", "ReduceL1", "ReduceL2", "ReduceSumSquare"):
+        return 0
+    if op_type in ("ReduceMean", "ReduceLogSum", "ReduceLogSumExp"):
+        return np.nan if op_type == "ReduceMean" else -np.inf
+    kind = np.dtype(dtype).kind
+    low, high = ((-np.inf, np.inf) if kind == "f" else (False, True) if kind == "b"
+                 else (np.iinfo(dtype).min, np.iinfo(dtype).max))
+    return low if op_type == "ReduceMax" else high
+
+
+def _pointwise(b: Builder, op: str | None, x: str) -> str:
+    if op is None:
+        return x
+    return binary(b, "mul", x, x) if op == "square" else unary(b, op, x)
+
+
+@converts(*REDUCE, *COMPOSITE_REDUCE)
 def _reduce(b: Builder, node: Any, attrs: Attrs) -> None:
+    """One reduction kernel; the composite ones sum between pointwise steps, and log-sum-exp
+    subtracts the max first (exp never overflows)."""
     x = node.input[0]
     rank = len(b.shape(x))
+    before, after = COMPOSITE_REDUCE.get(node.op_type, (None, None))
     axes = _axes(b, node, attrs)
-    if not axes:
-        if attrs.get("noop_with_empty_axes", 0):
-            b.view(x, b.out_shape(), b.out())
-            return
-        axes = list(range(rank))
+    if not axes and attrs.get("noop_with_empty_axes", 0):      # nothing reduced: the pointwise steps only
+        b.view(_pointwise(b, after, _pointwise(b, before, x)), b.out_shape(), b.out())
+        return
+    axes = axes or list(range(rank))
     keep = int(attrs.get("keepdims", 1)) or int(b.out_shape() == ())   # templates give rank >= 1
     normalized = tuple(sorted(a % rank for a in axes))
     shape = tuple(1 if d in normalized else n for d, n in enumerate(b.shape(x)) if keep or d not in normalized)
-    b.kernel_out(REDUCE[node.op_type], [x], {"shape": b.shape(x), "axes": normalized, "keepdims": keep}, shape)
+    if 0 in b.shape(x) and 0 not in shape:      # every output reduces an empty set: ONNX's identity
+        identity = _empty_reduction(node.op_type, b.dtype(x))
+        b.view(b.constant(np.full(shape, identity, b.dtype(x)), "empty_set"), b.out_shape(), b.out())
+        return
+    if node.op_type in REDUCE:
+        params = {"shape": b.shape(x), "axes": normalized, "keepdims": keep}
+        b.kernel_out(REDUCE[node.op_type], [x], params, shape)
+        return
+
+    def reduced(op: str, value: str, keepdims: int) -> str:
+        out = tuple(1 if d in normalized else n for d, n in enumerate(b.shape(x)) if keepdims or d not in normalized)
+        return b.kernel(op, [value], {"shape": b.shape(value), "axes": normalized, "keepdims": keepdims}, out)
+
+    if node.op_type == "ReduceLogSumExp":
+        top = reduced("max", x, 1)
+        total = reduced("sum", unary(b, "exp", binary(b, "sub", x, top)), keep)
+        y = binary(b, "add", unary(b, "log", total), b.view(top, shape))
+    else:
+        y = _pointwise(b, after, reduced("sum", _pointwise(b, before, x), keep))
+    b.view(y, b.out_shape(), b.out())
 
 
-def _argmax_check(node: Any, attrs: Attrs) -> list[str]:
-    return allowed(node, attrs, "select_last_index", (0,), 0)
+@converts("ArgMax", "ArgMin")
+def _arg_reduce(b: Builder, node: Any, attrs: Attrs) -> None:
+    """argmax / argmin give int32 indices; ONNX wants int64: a cast follows. select_last_index=1
+    reduces the axis reversed (a slice with step -1) and counts the index back from its end."""
+    from .onnx_ops_shape import slice_node
 
-
-@converts("ArgMax", check=_argmax_check)
-def _argmax(b: Builder, node: Any, attrs: Attrs) -> None:
-    """argmax gives int32 indices; ONNX wants int64: a cast follows."""
     x = node.input[0]
     shape = b.shape(x)
     axis = int(attrs.get("axis", 0)) % len(shape)
     keep = int(attrs.get("keepdims", 1)) or int(b.out_shape() == ())
+    last = int(attrs.get("select_last_index", 0))
+    if last and shape[axis] > 1:
+        begin = [shape[axis] - 1 if d == axis else 0 for d in range(len(shape))]
+        end = [-shape[axis] - 1 if d == axis else n for d, n in enumerate(shape)]
+        x = slice_node(b, x, begin, end, [-1 if d == axis else 1 for d in range(len(shape))], None, shape)
     kept = tuple(1 if d == axis else n for d, n in enumerate(shape) if keep or d != axis)
-    idx = b.kernel("argmax", [x], {"shape": shape, "axes": (axis,), "keepdims": keep}, kept, "int32")
-    b.kernel_out("cast", [idx], {"shape": kept, "to": "int64"}, kept, dtype="int64", kernel_dtype="int32")
+    op = node.op_type.lower()
+    idx = b.kernel(op, [x], {"shape": shape, "axes": (axis,), "keepdims": keep}, kept, "int32")
+    if not (last and shape[axis] > 1):
+        b.kernel_out("cast", [idx], {"shape": kept, "to": "int64"}, kept, dtype="int64", kernel_dtype="int32")
+        return
+    wide = b.kernel("cast", [idx], {"shape": kept, "to": "int64"}, kept, "int64")
+    end_index = b.constant(np.full((1,) * len(kept), shape[axis] - 1, np.int64), f"{op}_last")
+    binary(b, "sub", end_index, wide, out=b.out())
 
 
 @converts("Softmax", "LogSoftmax")

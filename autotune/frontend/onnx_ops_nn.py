@@ -2,14 +2,17 @@
 
 Padding is resolved at import (static shapes make auto_pad SAME_* explicit numbers). Parameters
 are written in their shortest form (stride 1, padding 1, not (1, 1) / (1, 1, 1, 1)) so an
-imported layer has the workload key a user tuning that conv by hand gets. A padding the pooling
-templates cannot take (asymmetric, or the extra end row of ceil_mode) becomes an explicit pad node
-before a pool without padding: -FLT_MAX for max pooling, 0 when average pooling counts the pads.
+imported layer has the workload key a user tuning that conv by hand gets. A pool the pooling
+templates cannot take (asymmetric padding, ceil_mode's extra end row, dilation, 3-d and more,
+count_include_pad) becomes an explicit pad node and pools along one axis at a time, an average
+then scaled by a constant to ONNX's divisor (`_padded_pool`).
 """
 from __future__ import annotations
 
 import math
 from typing import Any
+
+import numpy as np
 
 from .builder import Attrs, Builder, converts
 from .onnx_ops_shape import MAX_FLOAT32
@@ -82,42 +85,63 @@ def _conv(b: Builder, node: Any, attrs: Attrs) -> None:
 
 
 def _conv_transpose_check(node: Any, attrs: Attrs) -> list[str]:
-    problems = [f"auto_pad={attrs['auto_pad']!r}"] if attrs.get("auto_pad", "NOTSET") != "NOTSET" else []
-    if "output_shape" in attrs:
-        problems.append(f"output_shape={attrs['output_shape']}")
     kernel = attrs.get("kernel_shape")
-    if kernel is not None and len(kernel) != 2:
-        problems.append(f"kernel_shape={kernel} ({len(kernel)}-d)")
-    return problems
+    return [f"kernel_shape={kernel} ({len(kernel)}-d)"] if kernel is not None and len(kernel) != 2 else []
+
+
+def _transpose_pads(attrs: Attrs, sizes: tuple[int, ...], kernel: list[int], strides: list[int],
+                    dilations: list[int]) -> tuple[list[int], list[int], list[int]]:
+    """(begin, end, output_padding) of a ConvTranspose by ONNX's (and onnxruntime's) rule: the given
+    pads, or the total padding that makes `output_shape` (SAME_*: input size x stride), split evenly
+    with the odd one at the end for SAME_UPPER, at the start otherwise. A negative total pads nothing
+    and adds the missing rows at the end, as output_padding does."""
+    n = len(sizes)
+    mode = attrs.get("auto_pad", "NOTSET")
+    output_padding = list(attrs.get("output_padding", [0] * n))
+    if "output_shape" not in attrs and mode in ("NOTSET", "VALID"):
+        given = list(attrs.get("pads", [0] * 2 * n)) if mode == "NOTSET" else [0] * 2 * n
+        return given[:n], given[n:], output_padding
+    want = list(attrs["output_shape"])[-n:] if "output_shape" in attrs else [i * s for i, s in zip(sizes, strides)]
+    total = [s * (i - 1) + p + (k - 1) * d + 1 - o
+             for i, s, k, d, p, o in zip(sizes, strides, kernel, dilations, output_padding, want)]
+    small, big = [max(t, 0) // 2 for t in total], [max(t, 0) - max(t, 0) // 2 for t in total]
+    output_padding = [p + max(-t, 0) for p, t in zip(output_padding, total)]
+    return (small, big, output_padding) if mode == "SAME_UPPER" else (big, small, output_padding)
 
 
 @converts("ConvTranspose", check=_conv_transpose_check)
 def _conv_transpose(b: Builder, node: Any, attrs: Attrs) -> None:
-    """conv_transpose2d (W: C x F/groups x KH x KW), then the bias as for Conv."""
+    """conv_transpose2d (W: C x F/groups x KH x KW), then the bias as for Conv; 1-d runs as 2-d on
+    (N, C, 1, L) and (C, F/groups, 1, K) views."""
     x, w = node.input[0], node.input[1]
-    if len(b.shape(x)) != 4:
-        raise b.fail(f"{len(b.shape(x)) - 2}-d ConvTranspose is not supported (2-d only)")
-    (N, C, H, W), (_, Fg, KH, KW) = b.shape(x), b.shape(w)
+    rank = len(b.shape(x))
+    if rank not in (3, 4):
+        raise b.fail(f"{rank - 2}-d ConvTranspose is not supported (1-d and 2-d only)")
+    (N, C, *sizes), (_, Fg, *kernel) = b.shape(x), b.shape(w)
     groups = int(attrs.get("group", 1))
-    strides, dilations, begin, end = _geometry(b, attrs, x, [KH, KW])
-    params = {"N": N, "C": C, "H": H, "W": W, "F": Fg * groups, "KH": KH, "KW": KW, "stride": compact(strides),
-              "padding": compact(begin + end), "output_padding": compact(list(attrs.get("output_padding", [0, 0]))),
+    strides, dilations = list(attrs.get("strides", [1] * len(sizes))), list(attrs.get("dilations", [1] * len(sizes)))
+    begin, end, output_padding = _transpose_pads(attrs, tuple(sizes), kernel, strides, dilations)
+    if rank == 3:
+        x, w = b.view(x, (N, C, 1, sizes[0])), b.view(w, (C, Fg, 1, kernel[0]))
+        sizes, kernel, begin, end = [1, *sizes], [1, *kernel], [0, *begin], [0, *end]
+        strides, dilations, output_padding = [1, *strides], [1, *dilations], [0, *output_padding]
+    out_shape = b.out_shape() if rank == 4 else (N, Fg * groups, 1, b.out_shape()[2])
+    params = {"N": N, "C": C, "H": sizes[0], "W": sizes[1], "F": Fg * groups, "KH": kernel[0], "KW": kernel[1],
+              "stride": compact(strides), "padding": compact(begin + end), "output_padding": compact(output_padding),
               "dilation": compact(dilations), "groups": groups}
     has_bias = len(node.input) > 2 and bool(node.input[2])
-    y = b.kernel("conv_transpose2d", [x, w], params, b.out_shape(), out=None if has_bias else b.out())
+    last = b.out() if rank == 4 else None          # a 1-d result is viewed back from (N, F, 1, L)
+    y = b.kernel("conv_transpose2d", [x, w], params, out_shape, out=None if has_bias else last)
     if has_bias:
         from .onnx_ops import binary
 
-        binary(b, "add", y, b.view(node.input[2], (1, Fg * groups, 1, 1)), out=b.out())
+        y = binary(b, "add", y, b.view(node.input[2], (1, Fg * groups, 1, 1)), out=last)
+    if rank == 3:
+        b.view(y, b.out_shape(), b.out())
 
 
 def _pool_check(node: Any, attrs: Attrs) -> list[str]:
-    kernel = attrs.get("kernel_shape", [])
-    problems = [f"kernel_shape={kernel} ({len(kernel)}-d)"] if len(kernel) not in (1, 2) else []
-    if any(d != 1 for d in attrs.get("dilations", [])):
-        problems.append(f"dilations={attrs['dilations']}")
-    if attrs.get("storage_order", 0) != 0:
-        problems.append(f"storage_order={attrs['storage_order']}")
+    problems = [f"storage_order={attrs['storage_order']}"] if attrs.get("storage_order", 0) != 0 else []
     if len(node.output) > 1 and node.output[1]:
         problems.append("output 'Indices'")
     return problems
@@ -125,32 +149,111 @@ def _pool_check(node: Any, attrs: Attrs) -> list[str]:
 
 @converts(*POOLS, check=_pool_check)
 def _pool(b: Builder, node: Any, attrs: Attrs) -> None:
-    """1-d pools run as 2-d ones on an (N, C, 1, L) view; see the module docstring for padding."""
+    """A 1-d or 2-d pool the templates take (symmetric padding of at most half the window, no
+    dilation, average over the valid elements only) is one kernel; 1-d runs as 2-d on an
+    (N, C, 1, L) view. Any other pool is `_padded_pool`."""
     x = node.input[0]
     kernel = list(attrs["kernel_shape"])
-    strides, _, begin, end = _geometry(b, attrs, x, kernel)
+    strides, dilations, begin, end = _geometry(b, attrs, x, kernel)
     sizes, out_sizes = list(b.shape(x)[2:]), list(b.out_shape()[2:])
-    extra = [max((o - 1) * s + k - (i + p + q), 0)
-             for o, s, k, i, p, q in zip(out_sizes, strides, kernel, sizes, begin, end)]
+    reach = [max((o - 1) * s + (k - 1) * d + 1 - i - p, q)   # ceil_mode's last window may pass the padding
+             for o, s, k, d, i, p, q in zip(out_sizes, strides, kernel, dilations, sizes, begin, end)]
+    count_pads = node.op_type == "AveragePool" and bool(attrs.get("count_include_pad", 0))
+    fits = (len(kernel) in (1, 2) and set(dilations) == {1} and begin == reach
+            and all(2 * p <= k for p, k in zip(begin, kernel)) and not (count_pads and max(begin) > 0))
+    if not fits:
+        _padded_pool(b, node, attrs, kernel, strides, dilations, begin, end, reach)
+        return
     if len(kernel) == 1:
-        kernel, strides, begin, end, extra = [1, *kernel], [1, *strides], [0, *begin], [0, *end], [0, *extra]
+        kernel, strides, begin = [1, *kernel], [1, *strides], [0, *begin]
         x = b.view(x, (*b.shape(x)[:2], 1, sizes[0]))
-    end = [e + x_ for e, x_ in zip(end, extra)]
-    count_pads = node.op_type == "AveragePool" and attrs.get("count_include_pad", 0)
-    fits = begin == end and all(2 * p <= k for p, k in zip(begin, kernel)) and not count_pads
-    if node.op_type == "AveragePool" and (any(extra) or (not fits and not count_pads)):
-        raise b.fail(f"average pooling with pads {begin}/{end} (ceil_mode or asymmetric pads, "
-                     "count_include_pad=0) is not supported")
-    if not fits and max(begin + end) > 0:
-        fill = -MAX_FLOAT32 if node.op_type == "MaxPool" else 0.0
-        padded = tuple(n + p + q for n, p, q in zip(b.shape(x), [0, 0, *begin], [0, 0, *end]))
-        x = b.kernel("pad", [x], {"shape": b.shape(x), "pad_before": (0, 0, *begin), "pad_after": (0, 0, *end),
-                                  "value": fill}, padded)
-        begin = [0] * len(begin)
     params = {"shape": b.shape(x), "kernel": compact(kernel), "stride": compact(strides), "padding": compact(begin)}
     N, C = b.shape(x)[:2]
     rows = [(n + 2 * p - k) // s + 1 for n, p, k, s in zip(b.shape(x)[2:], begin, kernel, strides)]
     b.kernel_out(POOLS[node.op_type], [x], params, (N, C, *rows))
+
+
+def _padded_pool(b: Builder, node: Any, attrs: Attrs, kernel: list[int], strides: list[int], dilations: list[int],
+                 begin: list[int], end: list[int], reach: list[int]) -> None:
+    """Any pool, as ONNX defines it: the input padded explicitly (-FLT_MAX for max pooling, 0 for
+    average pooling) by `begin` and `reach` (`end`, or more where ceil_mode's last window passes
+    it), then pooled by one 2-d pool kernel, or, dilated or of another rank, one spatial axis at a
+    time (a box window is separable), and an
+    average scaled by a constant from window size to the count ONNX divides by: the window's
+    elements inside the input, or inside input and pads with count_include_pad (never the
+    rows ceil_mode adds)."""
+    from .onnx_ops import binary
+
+    x = node.input[0]
+    is_max = node.op_type == "MaxPool"
+    sizes = b.shape(x)[2:]
+    if max(begin + reach) > 0:
+        padded = tuple(n + p + q for n, p, q in zip(b.shape(x), [0, 0, *begin], [0, 0, *reach]))
+        x = b.kernel("pad", [x], {"shape": b.shape(x), "pad_before": (0, 0, *begin), "pad_after": (0, 0, *reach),
+                                  "value": -MAX_FLOAT32 if is_max else 0.0}, padded)
+    if len(kernel) == 2 and set(dilations) == {1}:       # one 2-d pool kernel over the padded input
+        shape = b.shape(x)
+        rows = [(n - k) // s + 1 for n, k, s in zip(shape[2:], kernel, strides)]
+        params = {"shape": shape, "kernel": compact(kernel), "stride": compact(strides), "padding": 0}
+        x = b.kernel("max_pool2d" if is_max else "avg_pool2d", [x], params, (*shape[:2], *rows),
+                     out=b.out() if is_max else None)
+        if is_max:
+            return
+        divided = float(math.prod(kernel))
+    else:
+        divided = 1.0
+        for axis, (k, s, d) in enumerate(zip(kernel, strides, dilations)):
+            if k > 1 or s > 1:
+                x, divisor = _pool_axis(b, x, 2 + axis, k, s, d, is_max)
+                divided *= divisor
+    if is_max:
+        b.view(x, b.out_shape(), b.out())
+        return
+    include = bool(attrs.get("count_include_pad", 0))
+    counts = [_window_counts(o, k, s, d, p, n, q if include else 0, p if include else 0)
+              for o, k, s, d, p, n, q in zip(b.out_shape()[2:], kernel, strides, dilations, begin, sizes, end)]
+    count = counts[0]
+    for c in counts[1:]:
+        count = np.multiply.outer(count, c)
+    if np.all(count == divided):
+        b.view(x, b.out_shape(), b.out())
+        return
+    with np.errstate(divide="ignore"):      # a window wholly in the padding averages nothing: NaN, as ONNX
+        scale = (divided / count).astype(np.float32)
+    binary(b, "mul", x, b.constant(scale.reshape((1, 1, *scale.shape)), "pool_scale"), out=b.out())
+
+
+def _window_counts(out: int, k: int, s: int, d: int, begin: int, n: int, end: int, start: int) -> np.ndarray:
+    """Per output position along one axis, how many of its window's positions (padded coordinates
+    o*s + j*d) fall in [begin - start, begin + n + end)."""
+    pos = np.arange(out)[:, None] * s + np.arange(k)[None, :] * d
+    return ((pos >= begin - start) & (pos < begin + n + end)).sum(axis=1).astype(np.float64)
+
+
+def _pool_axis(b: Builder, x: str, axis: int, k: int, s: int, d: int, is_max: bool) -> tuple[str, int]:
+    """x pooled along one axis without padding: (the result, what an average divided by). Without
+    dilation a 2-d pool kernel of window (k, 1) on a view with that axis as the rows; with it, the
+    max (or sum) of k strided slices, which the fusion pass makes one pointwise kernel."""
+    from .onnx_ops import binary
+    from .onnx_ops_shape import slice_node
+
+    shape = b.shape(x)
+    n, out = shape[axis], (shape[axis] - (k - 1) * d - 1) // s + 1
+    out_shape = (*shape[:axis], out, *shape[axis + 1:])
+    if d == 1:
+        rows = (math.prod(shape[:axis]), 1, n, math.prod(shape[axis + 1:]))
+        params = {"shape": rows, "kernel": (k, 1), "stride": (s, 1), "padding": 0}
+        pooled = b.kernel("max_pool2d" if is_max else "avg_pool2d", [b.view(x, rows)], params,
+                          (rows[0], 1, out, rows[3]))
+        return b.view(pooled, out_shape), k
+    acc = None
+    for j in range(k):
+        begin = [j * d if a == axis else 0 for a in range(len(shape))]
+        end = [j * d + (out - 1) * s + 1 if a == axis else m for a, m in enumerate(shape)]
+        part = slice_node(b, x, begin, end, [s if a == axis else 1 for a in range(len(shape))], None, out_shape)
+        acc = part if acc is None else binary(b, "maximum" if is_max else "add", acc, part)
+    assert acc is not None
+    return acc, 1
 
 
 @converts("GlobalAveragePool")

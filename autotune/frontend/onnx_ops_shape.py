@@ -140,11 +140,12 @@ def _expand(b: Builder, node: Any, attrs: Attrs) -> None:
 
 
 def _pad_check(node: Any, attrs: Attrs) -> list[str]:
-    return allowed(node, attrs, "mode", ("constant",), "constant")
+    return allowed(node, attrs, "mode", ("constant", "edge", "reflect", "wrap"), "constant")
 
 
 @converts("Pad", check=_pad_check)
 def _pad(b: Builder, node: Any, attrs: Attrs) -> None:
+    """`pad` with the constant, or `border_pad` for the edge / reflect / wrap modes."""
     x = node.input[0]
     rank = len(b.shape(x))
     pads = b.need_const(node.input[1], "pads").tolist()
@@ -159,6 +160,11 @@ def _pad(b: Builder, node: Any, attrs: Attrs) -> None:
         raise b.fail(f"negative pads {pads} are not supported")
     if max(before + after) == 0:
         b.view(x, b.out_shape(), b.out())
+        return
+    mode = attrs.get("mode", "constant")
+    if mode != "constant":
+        params = {"shape": b.shape(x), "pad_before": tuple(before), "pad_after": tuple(after), "mode": mode}
+        b.kernel("border_pad", [x], params, b.out_shape(), out=b.out())
         return
     fill = f32(value.item()) if b.dtype(x).startswith("float") else float(value.item())
     params = {"shape": b.shape(x), "pad_before": tuple(before), "pad_after": tuple(after), "value": fill}

@@ -71,7 +71,7 @@ def reshape(x: Tensor, shape: tuple[int, ...], name: str = "view") -> Tensor:
     lead_out, lead_in = shape[:len(shape) - k], x.shape[:x.ndim - k]
 
     def body(*idx: Any) -> Expr:
-        flat: Any = None
+        flat: Any = 0 if not lead_out else None      # a rank-0 view reads the one element
         for i, n in zip(idx, lead_out):
             flat = i if flat is None else flat * n + i
         out = []

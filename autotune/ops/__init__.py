@@ -46,7 +46,7 @@ from .logic import cast, equal, greater, less, logical_not
 from .movement import concat, embedding, expand, pad, permute, slice, take, transpose
 from .nn import attention, batch_norm, cross_entropy, instance_norm, layer_norm, log_softmax, rms_norm, softmax
 from .pooling import avg_pool2d, global_avg_pool, max_pool2d
-from .reduction import argmax, max, mean, min, sum, var
+from .reduction import argmax, argmin, max, mean, min, sum, var
 from .resize import resize
 
 __all__ = [
@@ -54,6 +54,7 @@ __all__ = [
                    "abs",
                    "add",
                    "argmax",
+                   "argmin",
                    "attention",
                    "avg_pool2d",
                    "batch_matmul",

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..runtime import load
-from ..topi.movement import first_out_of_range, normalize_perm, slice_ranges
+from ..topi.movement import BORDER_MODES, first_out_of_range, normalize_perm, slice_ranges
 from .checks import arrays as checked_arrays, contiguous
 
 
@@ -55,11 +55,19 @@ def _pad_widths(x: np.ndarray, pad_width: Any) -> tuple[tuple[int, ...], tuple[i
     return tuple(int(v) for v in full[:, 0]), tuple(int(v) for v in full[:, 1])
 
 
-def pad(x: np.ndarray, pad_width: Any, value: float = 0.0, db: Any = None) -> np.ndarray:
-    """Constant padding (numpy's np.pad(x, pad_width, constant_values=value))."""
+def pad(x: np.ndarray, pad_width: Any, value: float = 0.0, mode: str = "constant", db: Any = None) -> np.ndarray:
+    """numpy's np.pad(x, pad_width, mode): "constant" pads with `value`; "edge", "reflect" and
+    "wrap" copy x's own border (the `border_pad` template)."""
     dtype = checked_arrays("pad", ("x",), (x,), (None,))
     _nonempty("pad", x)
     before, after = _pad_widths(x, pad_width)
+    if mode != "constant":
+        if mode not in BORDER_MODES:
+            raise ValueError(f"pad: argument mode must be one of constant, {', '.join(BORDER_MODES)}, got {mode!r}")
+        if value != 0.0:
+            raise ValueError(f"pad: argument value is for mode='constant', got value={value!r} with mode={mode!r}")
+        kernel = load("border_pad", db=db, dtype=dtype, shape=x.shape, pad_before=before, pad_after=after, mode=mode)
+        return kernel(np.ascontiguousarray(x))
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"pad: argument value must be a number, got {value!r}")
     if np.dtype(dtype).kind != "f" and not float(value).is_integer():

@@ -1,10 +1,10 @@
-"""Reductions: sum, mean, max, min, argmax, var over any axes, with keepdims (numpy's signatures).
+"""Reductions: sum, mean, max, min, argmax, argmin, var over any axes, with keepdims (numpy's signatures).
 
 `axis` is None (every axis), an int or a tuple of ints (negative allowed). A full reduction
 without keepdims returns a 0-d array, as numpy does. Differences from numpy, by design: sum of
-an integer array stays in its dtype (numpy widens to int64); argmax over several axes returns
-the index within the row-major flattening of those axes (numpy only takes one axis or None,
-and None matches); argmax returns int32.
+an integer array stays in its dtype (numpy widens to int64); argmax and argmin over several
+axes return the index within the row-major flattening of those axes (numpy only takes one axis
+or None, and None matches); they return int32.
 """
 from __future__ import annotations
 
@@ -65,6 +65,11 @@ def min(x: np.ndarray, axis: Any = None, keepdims: bool = False, db: Any = None)
 def argmax(x: np.ndarray, axis: Any = None, keepdims: bool = False, db: Any = None) -> np.ndarray:
     """int32 index of the first maximum over `axis` (see the module docstring for several axes)."""
     return _reduce("argmax", x, axis, keepdims, db)
+
+
+def argmin(x: np.ndarray, axis: Any = None, keepdims: bool = False, db: Any = None) -> np.ndarray:
+    """int32 index of the first minimum over `axis` (see the module docstring for several axes)."""
+    return _reduce("argmin", x, axis, keepdims, db)
 
 
 def var(x: np.ndarray, axis: Any = None, keepdims: bool = False, db: Any = None) -> np.ndarray:

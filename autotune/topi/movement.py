@@ -1,4 +1,5 @@
-"""Data movement as te computes: transpose/permute, pad, concat, strided slice, take/embedding.
+"""Data movement as te computes: transpose/permute, pad, border_pad, concat, strided slice,
+take/embedding.
 
 All are injective (tag "injective"): each output element reads at most one element of each
 input, so the generic injective schedule fuses them with their neighbours. Reads that may fall
@@ -37,17 +38,22 @@ def transpose(x: te.Tensor, axes: Any = None) -> te.Tensor:
 permute = transpose
 
 
+def _padded_shape(op: str, x: te.Tensor, before: tuple[int, ...], after: tuple[int, ...]) -> tuple[int, ...]:
+    """x's shape grown by the padding widths, checked: one entry per dimension, none negative."""
+    if len(before) != x.ndim or len(after) != x.ndim:
+        raise ValueError(f"{op}: pad_before and pad_after need one entry per dimension ({x.ndim}), "
+                         f"got {before} and {after}")
+    if any(p < 0 for p in before + after):
+        raise ValueError(f"{op}: padding must be >= 0, got pad_before={before}, pad_after={after}")
+    return tuple(n + b + a for n, b, a in zip(x.shape, before, after))
+
+
 def pad(x: te.Tensor, pad_before: Sequence[int], pad_after: Sequence[int] | None = None,
         value: float = 0.0) -> te.Tensor:
     """Constant padding: pad_before[d] values before and pad_after[d] after dimension d."""
     before = tuple(pad_before)
     after = before if pad_after is None else tuple(pad_after)
-    if len(before) != x.ndim or len(after) != x.ndim:
-        raise ValueError(f"pad: pad_before and pad_after need one entry per dimension ({x.ndim}), "
-                         f"got {before} and {after}")
-    if any(p < 0 for p in before + after):
-        raise ValueError(f"pad: padding must be >= 0, got pad_before={before}, pad_after={after}")
-    shape = tuple(n + b + a for n, b, a in zip(x.shape, before, after))
+    shape = _padded_shape("pad", x, before, after)
 
     def body(*i: Any) -> Expr:
         inside = [*(i[d] >= before[d] for d in range(x.ndim) if before[d]),
@@ -56,6 +62,35 @@ def pad(x: te.Tensor, pad_before: Sequence[int], pad_after: Sequence[int] | None
         return te.if_then_else(te.all(*inside), src, te.const(value, x.dtype)) if inside else src
 
     return te.compute(shape, body, name="pad", tag=INJECTIVE)
+
+
+BORDER_MODES = ("edge", "reflect", "wrap")
+
+
+def _border_index(i: Expr, before: int, n: int, mode: str) -> Expr:
+    """The source index of padded position i along an axis of extent n (numpy's np.pad modes):
+    edge repeats the end element, reflect mirrors about it (period 2(n - 1), any width), wrap
+    repeats the axis (period n)."""
+    j = i - before
+    if mode == "wrap":
+        return j % n
+    if mode == "edge" or n == 1:
+        return te.minimum(te.maximum(j, te.const(0, "int32")), te.const(n - 1, "int32"))
+    period = 2 * (n - 1)
+    k = j % period
+    return te.if_then_else(k < n, k, period - k)
+
+
+def border_pad(x: te.Tensor, pad_before: Sequence[int], pad_after: Sequence[int], mode: str) -> te.Tensor:
+    """Padding copied from x itself (`BORDER_MODES`; numpy's np.pad(x, widths, mode)): every
+    output element reads one element of x, so there is no branch around the read."""
+    if mode not in BORDER_MODES:
+        raise ValueError(f"border_pad: mode must be one of {', '.join(BORDER_MODES)}, got {mode!r}")
+    before, after = tuple(pad_before), tuple(pad_after)
+    shape = _padded_shape("border_pad", x, before, after)
+    return te.compute(shape, lambda *i: x[tuple(_border_index(v, b, n, mode) if b or a else v
+                                                for v, b, a, n in zip(i, before, after, x.shape))],
+                      name="border_pad", tag=INJECTIVE)
 
 
 def concat(tensors: Sequence[te.Tensor], axis: int = 0) -> te.Tensor:

@@ -1,11 +1,11 @@
-"""Reductions over any set of axes, with keepdims: sum, mean, max, min, argmax, var.
+"""Reductions over any set of axes, with keepdims: sum, mean, max, min, argmax, argmin, var.
 
 Each op is one reduction stage (tag "comm_reduce"; two with `lanes`, see `lane_partials`) plus,
 where the math needs it, pointwise stages and a second reduction: mean = sum / n;
 var = sum((x - mean)^2) / n (population variance, numpy's ddof=0, two passes for accuracy);
 argmax = the max, then the smallest flat index k of the reduced block with x == max (numpy's
-first-occurrence rule). argmax over several axes
-returns the index into the row-major flattening of those axes (np.argmax of a flattened block).
+first-occurrence rule); argmin alike with the min. Over several axes they return the index into
+the row-major flattening of those axes (np.argmax of a flattened block).
 
 A full reduction without keepdims has shape (1,) here (te tensors have at least one dimension);
 `autotune.ops` returns numpy's 0-d array.
@@ -176,10 +176,12 @@ def var(x: te.Tensor, axes: Any = None, keepdims: bool = False, lanes: int = 1) 
     return te.compute(r.shape, lambda *o: ss[o] * inv, name="var", tag="elemwise")
 
 
-def argmax(x: te.Tensor, axes: Any = None, keepdims: bool = False, lanes: int = 1) -> te.Tensor:
-    """int32 index of the first maximum in the row-major flattening of the reduced axes
-    (`lanes` applies to the max; the index search stays one scalar pass)."""
-    r, mx = _reduce(x, axes, keepdims, te.max, "argmax", name="argmax.max", lanes=lanes)
+def _first_index(x: te.Tensor, axes: Any, keepdims: bool, lanes: int, combiner: Any, op: str,
+                 stage: str) -> te.Tensor:
+    """int32 index of the first element equal to the block's `combiner` (max or min) in the
+    row-major flattening of the reduced axes (`lanes` applies to the combine; the index search
+    stays one scalar pass)."""
+    r, best = _reduce(x, axes, keepdims, combiner, op, name=stage, lanes=lanes)
     strides = [math.prod(x.shape[e] for e in r.axes if e > d) for d in r.axes]
 
     def first(*o: Any) -> Expr:
@@ -188,7 +190,17 @@ def argmax(x: te.Tensor, axes: Any = None, keepdims: bool = False, lanes: int = 
         flat = ks[0].var * strides[0]
         for k, st in zip(ks[1:], strides[1:]):
             flat = flat + k.var * st
-        hit = x[full] == mx[r.out_of_full(full)]
+        hit = x[full] == best[r.out_of_full(full)]
         return te.min(te.if_then_else(hit, flat, te.const(r.count, "int32")), axis=ks)
 
-    return te.compute(r.shape, first, name="argmax", tag=REDUCE)
+    return te.compute(r.shape, first, name=op, tag=REDUCE)
+
+
+def argmax(x: te.Tensor, axes: Any = None, keepdims: bool = False, lanes: int = 1) -> te.Tensor:
+    """int32 index of the first maximum (see `_first_index`)."""
+    return _first_index(x, axes, keepdims, lanes, te.max, "argmax", "argmax.max")
+
+
+def argmin(x: te.Tensor, axes: Any = None, keepdims: bool = False, lanes: int = 1) -> te.Tensor:
+    """int32 index of the first minimum (see `_first_index`)."""
+    return _first_index(x, axes, keepdims, lanes, te.min, "argmin", "argmin.min")

@@ -37,6 +37,14 @@ def test_pad_matches_numpy(pad_width, value):
     np.testing.assert_array_equal(ops.pad(x, pad_width, value), np.pad(x, pad_width, constant_values=value))
 
 
+@pytest.mark.parametrize("mode", ["edge", "reflect", "wrap"])
+@pytest.mark.parametrize("shape,pad_width", [((5, 7), ((2, 9), (3, 1))), ((1, 4, 3), ((2, 0), (3, 5), (0, 7)))])
+def test_border_pad_matches_numpy(mode, shape, pad_width):
+    """Widths past the axis (9 > 7, 7 > 3) repeat the mode's pattern, as numpy does."""
+    x = rand(*shape)
+    np.testing.assert_array_equal(ops.pad(x, pad_width, mode=mode), np.pad(x, pad_width, mode=mode))
+
+
 def test_pad_integers_and_the_value_a_float_parameter():
     x = RNG.integers(-9, 9, size=(4, 7)).astype(np.int32)
     widths = ((1, 0), (0, 2))
@@ -85,6 +93,7 @@ def test_take_and_embedding():
 @pytest.mark.parametrize("op,params", [
     ("transpose", dict(shape=(5, 7, 19), axes=(2, 0, 1))),
     ("pad", dict(shape=(5, 19), pad_before=(1, 2), pad_after=(0, 3), value=-1.5)),
+    ("border_pad", dict(shape=(5, 19), pad_before=(1, 20), pad_after=(4, 3), mode="reflect")),
     ("concat", dict(shape=(5, 37), axis=1, sizes=(10, 20, 7))),
     ("concat", dict(shape=(9, 5), axis=0, sizes=(4, 5))),
     ("slice", dict(shape=(9, 37), begin=(1, -3), end=(8, 2), step=(2, -3))),
@@ -100,6 +109,8 @@ def test_random_configs_of_movement_templates(op, params, check_configs):
     (lambda x: ops.pad(x, ((1, 2),) * 4), ValueError, ["pad", "pad_width"]),
     (lambda x: ops.pad(x, -1), ValueError, ["pad", "pad_width", ">= 0"]),
     (lambda x: ops.pad(x.astype(np.int32), 1, value=0.5), TypeError, ["pad", "value", "int32"]),
+    (lambda x: ops.pad(x, 1, mode="symmetric"), ValueError, ["pad", "mode", "reflect"]),
+    (lambda x: ops.pad(x, 1, value=2.0, mode="edge"), ValueError, ["pad", "value", "constant"]),
     (lambda x: ops.concat([x]), ValueError, ["concat", "tensors", "2 or more"]),
     (lambda x: ops.concat([x, x[:, :2, :2]], 1), ValueError, ["concat", "tensors[1]", "(3, 2, 2)"]),
     (lambda x: ops.concat([x, x.astype(np.float64)], 0), TypeError, ["concat", "tensors[1]=float64"]),

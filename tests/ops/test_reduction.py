@@ -1,5 +1,5 @@
 """Reductions and pooling: every op vs numpy over many axis sets and keepdims on odd shapes,
-argmax's first-occurrence rule, random configs of every template, and bad input."""
+argmax's and argmin's first-occurrence rule, random configs of every template, and bad input."""
 
 import numpy as np
 import pytest
@@ -32,19 +32,22 @@ def test_reduction_matches_numpy(op, axis, keepdims):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("op", ["argmax", "argmin"])
 @pytest.mark.parametrize("axis", [None, 0, 1, -1])
-def test_argmax_takes_the_first_maximum(axis):
+def test_arg_reductions_take_the_first_extreme(op, axis):
     x = RNG.integers(0, 3, size=(6, 23)).astype(np.int32)        # many ties
-    got = ops.argmax(x, axis=axis)
+    got = getattr(ops, op)(x, axis=axis)
     assert got.dtype == np.int32
-    np.testing.assert_array_equal(got, np.argmax(x, axis=axis))
-    np.testing.assert_array_equal(ops.argmax(x, axis=axis, keepdims=True), np.argmax(x, axis=axis, keepdims=True))
+    np.testing.assert_array_equal(got, getattr(np, op)(x, axis=axis))
+    np.testing.assert_array_equal(getattr(ops, op)(x, axis=axis, keepdims=True),
+                                  getattr(np, op)(x, axis=axis, keepdims=True))
 
 
-def test_argmax_over_several_axes_indexes_the_flattened_block():
+@pytest.mark.parametrize("op", ["argmax", "argmin"])
+def test_arg_reductions_over_several_axes_index_the_flattened_block(op):
     x = rand(4, 5, 6)
-    got = ops.argmax(x, axis=(0, 2))
-    want = np.argmax(np.transpose(x, (1, 0, 2)).reshape(5, -1), axis=1)
+    got = getattr(ops, op)(x, axis=(0, 2))
+    want = getattr(np, op)(np.transpose(x, (1, 0, 2)).reshape(5, -1), axis=1)
     np.testing.assert_array_equal(got, want)
 
 
@@ -56,7 +59,7 @@ def test_integer_sum_stays_in_its_dtype():
     np.testing.assert_array_equal(ops.max(x, axis=0), x.max(axis=0))
 
 
-@pytest.mark.parametrize("op", ["sum", "mean", "max", "min", "argmax", "var"])
+@pytest.mark.parametrize("op", ["sum", "mean", "max", "min", "argmax", "argmin", "var"])
 @pytest.mark.parametrize("axes,keepdims", [((2,), 0), ((0,), 1), ((0, 2), 0)])
 def test_random_configs_of_reduction_templates(op, axes, keepdims, check_configs):
     check_configs(op, shape=(3, 5, 37), axes=axes, keepdims=keepdims)

@@ -19,12 +19,12 @@ _OPS_OF_MODULE: dict[str, tuple[str, ...]] = {
     "elementwise": ("abs", "add", "div", "erf", "exp", "gelu", "gelu_tanh", "hard_swish", "log", "maximum",
                     "minimum", "mul", "neg", "power", "reciprocal", "relu", "rsqrt", "sigmoid", "silu", "sqrt", "sub",
                     "tanh", "where"),
-    "reduction": ("argmax", "max", "mean", "min", "sum", "var"),
+    "reduction": ("argmax", "argmin", "max", "mean", "min", "sum", "var"),
     "pooling": ("avg_pool2d", "global_avg_pool", "max_pool2d"),
     "activations": ("clip", "elu", "hard_sigmoid", "leaky_relu"),
     "logic": ("cast", "equal", "greater", "less", "logical_not"),
     "resize": ("resize",),
-    "movement": ("concat", "expand", "pad", "slice", "take", "transpose"),
+    "movement": ("border_pad", "concat", "expand", "pad", "slice", "take", "transpose"),
 }
 MODULE_OF_OP: dict[str, str] = {op: module for module, ops in _OPS_OF_MODULE.items() for op in ops}
 

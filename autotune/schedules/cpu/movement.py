@@ -1,9 +1,11 @@
-"""Data movement on the CPU: transpose, pad, concat, slice, take, expand; generic injective schedule.
+"""Data movement on the CPU: transpose, pad, border_pad, concat, slice, take, expand; generic
+injective schedule.
 
 Shape parameters:
 - transpose: `shape`, `axes` (a permutation of the axes).
 - pad: `shape`, `pad_before`, `pad_after` (one entry per dimension) and `value`, a float
   (`value=-1.5` on the command line; cast to the dtype, so an int dtype pads with whole values).
+- border_pad: `shape`, `pad_before`, `pad_after` and `mode`: edge, reflect or wrap (numpy's modes).
 - concat: `shape` (of the result), `axis`, `sizes` (each input's extent along `axis`; they sum
   to shape[axis]; 2 or more inputs).
 - slice: `shape`, `begin`, `end`, `step` (Python slice rules per dimension, negative allowed).
@@ -93,6 +95,22 @@ def pad_template(cfg: Any, shape: Any, pad_before: Any, pad_after: Any, value: f
     x = te.placeholder(as_shape(shape, "pad", "shape"), dtype, name="x")
     n = len(x.shape)
     y = topi.pad(x, _ints(pad_before, "pad", "pad_before", n), _ints(pad_after, "pad", "pad_after", n), value)
+    return injective_schedule(cfg, y), [x, y]
+
+
+def _border_pad_reference(x: np.ndarray, pad_before: Any, pad_after: Any, mode: str, **_: Any) -> np.ndarray:
+    widths = list(zip(_ints(pad_before, "border_pad", "pad_before"), _ints(pad_after, "border_pad", "pad_after")))
+    return np.pad(x, widths, mode=mode)  # type: ignore[call-overload]
+
+
+@template("border_pad", reference=_border_pad_reference,
+          description="padding copied from x's border: edge, reflect or wrap (numpy's np.pad modes)")
+def border_pad_template(cfg: Any, shape: Any, pad_before: Any, pad_after: Any, mode: str, dtype: str = "float32"):
+    """Default: the generic injective schedule's rule (vector tile of the lanes, threads by size)."""
+    x = te.placeholder(as_shape(shape, "border_pad", "shape"), dtype, name="x")
+    n = len(x.shape)
+    y = topi.border_pad(x, _ints(pad_before, "border_pad", "pad_before", n),
+                        _ints(pad_after, "border_pad", "pad_after", n), mode)
     return injective_schedule(cfg, y), [x, y]
 
 

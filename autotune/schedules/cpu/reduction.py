@@ -1,4 +1,4 @@
-"""Reductions on the CPU: sum, mean, max, min, argmax, var, each tuned through a generic schedule.
+"""Reductions on the CPU: sum, mean, max, min, argmax, argmin, var, each tuned through a generic schedule.
 
 Shape parameters: `shape` (the input), `axes` (a tuple of axes, negative allowed, or an int)
 and `keepdims` (0 or 1). Reductions over the innermost axes use the row schedule (rows in
@@ -46,11 +46,14 @@ def _np_reference(f: Callable[..., np.ndarray], op: str, wide: bool) -> Callable
     return ref
 
 
-def _argmax_reference(x: np.ndarray, shape: Any, axes: Any, keepdims: Any, **_: Any) -> np.ndarray:
-    ax = topi.normalize_axes(x.ndim, _axes(axes), "argmax")
-    kept = [d for d in range(x.ndim) if d not in ax]
-    moved = np.transpose(x, kept + list(ax)).reshape([x.shape[d] for d in kept] + [-1])
-    return np.argmax(moved, axis=-1).astype(np.int32).reshape(_out_shape(x, axes, keepdims, "argmax"))
+def _first_index_reference(f: Callable[..., np.ndarray], op: str) -> Callable[..., np.ndarray]:
+    def ref(x: np.ndarray, shape: Any, axes: Any, keepdims: Any, **_: Any) -> np.ndarray:
+        ax = topi.normalize_axes(x.ndim, _axes(axes), op)
+        kept = [d for d in range(x.ndim) if d not in ax]
+        moved = np.transpose(x, kept + list(ax)).reshape([x.shape[d] for d in kept] + [-1])
+        return f(moved, axis=-1).astype(np.int32).reshape(_out_shape(x, axes, keepdims, op))
+
+    return ref
 
 
 REDUCTIONS: dict[str, tuple[Callable[..., te.Tensor], Callable[..., np.ndarray], str]] = {
@@ -58,8 +61,10 @@ REDUCTIONS: dict[str, tuple[Callable[..., te.Tensor], Callable[..., np.ndarray],
     "mean": (topi.mean, _np_reference(np.mean, "mean", wide=True), "mean over `axes`"),
     "max": (topi.max, _np_reference(np.max, "max", wide=False), "max over `axes`"),
     "min": (topi.min, _np_reference(np.min, "min", wide=False), "min over `axes`"),
-    "argmax": (topi.argmax, _argmax_reference,
+    "argmax": (topi.argmax, _first_index_reference(np.argmax, "argmax"),
                "int32 index of the first max within the row-major flattening of `axes`"),
+    "argmin": (topi.argmin, _first_index_reference(np.argmin, "argmin"),
+               "int32 index of the first min within the row-major flattening of `axes`"),
     "var": (topi.var, _np_reference(np.var, "var", wide=True), "population variance (ddof=0) over `axes`"),
 }
 
