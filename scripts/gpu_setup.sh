@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # PyCUDA (and autotune's other dependencies) on a GPU machine that cannot reach PyPI, such as the
 # device machines lent to tasks (their image has python3 3.12, torch, numpy, click, rich, llvmlite,
-# hypothesis and the CUDA toolkit, but no PyCUDA, SQLAlchemy or XGBoost). PyCUDA has no wheels:
+# hypothesis and the CUDA toolkit, but no PyCUDA, SQLAlchemy, Alembic or XGBoost). PyCUDA has no wheels:
 # it is built there, against that machine's CUDA toolkit and driver, with --no-build-isolation
 # (the machine's setuptools and numpy: nothing can be fetched there). Checked on a machine without
 # a GPU (CUDA 13.0 toolkit without cuRAND): everything compiles and only the link needs libcuda.
@@ -21,7 +21,7 @@ download() {
     grep -qsx "/$WHEELS/" .git/info/exclude || echo "/$WHEELS/" >> .git/info/exclude
     python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
         --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-        -d "$WHEELS" pytools platformdirs mako sqlalchemy greenlet xgboost-cpu
+        -d "$WHEELS" pytools platformdirs mako sqlalchemy greenlet xgboost-cpu alembic siphash24
     # PyCUDA's source distribution (pip download would try to build it here)
     python3 - "$WHEELS" <<'PY'
 import json, sys, urllib.request

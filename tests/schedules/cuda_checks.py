@@ -13,6 +13,37 @@ from autotune.testing import legal_configs
 
 TARGET = "cuda -arch=sm_80"
 
+# (op, shape params, configs checked numerically: the default and this many seeded legal others)
+TEMPLATE_CASES = [
+    ("matmul", {"M": 67, "N": 45, "K": 39}, 4),
+    ("dense", {"M": 37, "N": 53, "K": 29}, 3),
+    ("softmax", {"M": 37, "N": 149}, 4),
+    ("log_softmax", {"M": 11, "N": 301}, 2),
+    ("layer_norm", {"M": 37, "N": 149}, 4),
+    ("rms_norm", {"M": 7, "N": 1031}, 2),
+    ("relu", {"shape": (37, 149)}, 3),
+    ("sum", {"shape": (7, 37, 41), "axes": (1, 2), "keepdims": 0}, 2),
+    ("max", {"shape": (13, 301), "axes": -1, "keepdims": 1}, 2),
+    ("var", {"shape": (5, 1000), "axes": 1, "keepdims": 0}, 2),
+    ("gelu", {"shape": (1031,)}, 1),
+    ("add", {"a_shape": (37, 149), "b_shape": (149,)}, 2),
+    ("where", {"cond_shape": (13, 1), "a_shape": (13, 31), "b_shape": (31,)}, 1),
+]
+
+CONV = {"N": 1, "C": 5, "H": 13, "W": 13, "F": 7, "KH": 3, "KW": 3, "stride": 1, "padding": 1}
+ATTN = {"batch": 2, "heads": 3, "seq_q": 37, "seq_k": 37, "head_dim": 16}
+
+# (op, shape params, seed): the default and 3 seeded legal configs of each are checked
+CONV_ATTENTION_CASES = [
+    ("conv2d", CONV, 0),
+    ("conv2d", {**CONV, "stride": 2}, 1),
+    ("conv2d", {**CONV, "N": 2, "H": 11, "W": 9, "KH": 1, "KW": 3, "padding": 0}, 2),
+    ("attention", {**ATTN, "causal": 0}, 3),
+    ("attention", {**ATTN, "causal": 1}, 4),
+    ("attention", {**ATTN, "seq_q": 19, "seq_k": 150, "head_dim": 12, "causal": 1}, 5),
+    ("attention", {**ATTN, "seq_k": 5, "causal": 0}, 6),
+]
+
 
 def run_serially(func):
     return build_module(serialize_threads(func))

@@ -14,23 +14,10 @@ from autotune.codegen.nvcc import compile_cuda, nvcc_path
 from autotune.ir.lower import lower
 from autotune.schedules.task import create_task
 sys.path.insert(0, os.path.dirname(__file__))
-from cuda_checks import TARGET, check_numerics, check_rejected, legal_configs  # noqa: E402
+from cuda_checks import ATTN, CONV, TARGET, CONV_ATTENTION_CASES as CASES, check_numerics, check_rejected, legal_configs  # noqa: E402
 
 cuda_templates.load("conv2d")
 cuda_templates.load("attention")
-CONV = {"N": 1, "C": 5, "H": 13, "W": 13, "F": 7, "KH": 3, "KW": 3, "stride": 1, "padding": 1}
-ATTN = {"batch": 2, "heads": 3, "seq_q": 37, "seq_k": 37, "head_dim": 16}
-
-# (op, shape params, seed): the default and 3 seeded legal configs of each are checked
-CASES = [
-    ("conv2d", CONV, 0),
-    ("conv2d", {**CONV, "stride": 2}, 1),
-    ("conv2d", {**CONV, "N": 2, "H": 11, "W": 9, "KH": 1, "KW": 3, "padding": 0}, 2),
-    ("attention", {**ATTN, "causal": 0}, 3),
-    ("attention", {**ATTN, "causal": 1}, 4),
-    ("attention", {**ATTN, "seq_q": 19, "seq_k": 150, "head_dim": 12, "causal": 1}, 5),
-    ("attention", {**ATTN, "seq_k": 5, "causal": 0}, 6),
-]
 
 
 def kernel_source(task, index: int) -> str:

@@ -14,26 +14,10 @@ from autotune.codegen.nvcc import compile_cuda, nvcc_path
 from autotune.ir.lower import lower
 from autotune.schedules.task import TEMPLATES, create_task
 sys.path.insert(0, os.path.dirname(__file__))
-from cuda_checks import TARGET, check_numerics, check_rejected, legal_configs  # noqa: E402
+from cuda_checks import TARGET, TEMPLATE_CASES as CASES, check_numerics, check_rejected, legal_configs  # noqa: E402
 
 cuda_templates.load()
 
-# (op, shape params, configs checked numerically: the default and this many seeded legal others)
-CASES = [
-    ("matmul", {"M": 67, "N": 45, "K": 39}, 4),
-    ("dense", {"M": 37, "N": 53, "K": 29}, 3),
-    ("softmax", {"M": 37, "N": 149}, 4),
-    ("log_softmax", {"M": 11, "N": 301}, 2),
-    ("layer_norm", {"M": 37, "N": 149}, 4),
-    ("rms_norm", {"M": 7, "N": 1031}, 2),
-    ("relu", {"shape": (37, 149)}, 3),
-    ("sum", {"shape": (7, 37, 41), "axes": (1, 2), "keepdims": 0}, 2),
-    ("max", {"shape": (13, 301), "axes": -1, "keepdims": 1}, 2),
-    ("var", {"shape": (5, 1000), "axes": 1, "keepdims": 0}, 2),
-    ("gelu", {"shape": (1031,)}, 1),
-    ("add", {"a_shape": (37, 149), "b_shape": (149,)}, 2),
-    ("where", {"cond_shape": (13, 1), "a_shape": (13, 31), "b_shape": (31,)}, 1),
-]
 ELEMENTWISE = sorted(op for op, m in cuda_templates.MODULE_OF_OP.items() if m == "elementwise")
 
 
