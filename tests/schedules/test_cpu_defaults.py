@@ -109,6 +109,9 @@ VECTOR_RULES = [
     ("transpose", dict(shape=(37, 101), axes=(1, 0)), "tile", 8, 16),
     ("max_pool2d", dict(shape=(1, 17, 29, 131), kernel=3, stride=2, padding=1), "tile_inner", [-1, 4, 8],
      [-1, 4, 16]),
+    # output rows of 56: more than 4 AVX2 vectors, one block of the whole row on AVX-512 (no tail block)
+    ("max_pool2d", dict(shape=(1, 17, 29, 111), kernel=3, stride=2, padding=1), "tile_inner", [-1, 4, 8],
+     [-1, 1, 56]),
     ("attention", dict(batch=1, heads=8, seq_q=1024, seq_k=1024, head_dim=64, causal=0), "out_width", 32, 64),
 ]
 

@@ -42,7 +42,13 @@ registers of the target (32 with AVX-512, else 16):
   ic_bn      of the blocks (powers of two to 64, or C/G) whose weight block ic_bn x KH x KW x oc_bn
              fits in half the L1 data cache: the largest divisor of C/G (no zero tail), unless a
              block over twice as large fits (then that one); none for depthwise
-  unroll_kw  1 when KW <= 8 (a short kernel row as straight-line code)
+  unroll_kw  1 when KW <= 8 (a short kernel row as straight-line code) and the unrolled row,
+             KW x ic_bn x the tile's vector multiply-adds, stays within MAX_UNROLLED_FMAS: LLVM
+             flattens a short ic_bn loop too, and a body of many hundred multiply-adds no longer
+             fits the decoded-instruction cache (ResNet's 7x7 stride-2 stem, ic_bn 3: 588
+             multiply-adds unrolled ran 1.61 ms, 0.97-1.04 as a loop over kw, 2 threads; a 5x5
+             3-channel conv 0.30-0.33 vs 0.24 ms; 3x3 layers with ic_bn 16, where LLVM keeps the
+             ic_bn loop, ran alike either way)
 """
 from __future__ import annotations
 
@@ -58,6 +64,7 @@ from .rules import cpu_facts, first, lanes
 MIN_GROUP_VECTOR = 8
 TRANSPOSE_COLUMNS = 8       # columns per unrolled transpose block (in the repack of X and the unpack)
 MAX_UNROLLED = 256          # statements per unrolled block of a 1x1 weight transpose (compile time)
+MAX_UNROLLED_FMAS = 256     # vector multiply-adds of an unrolled kernel row (unroll_kw's rule)
 _BLOCKS = (1, 2, 4, 8, 16, 32, 64)
 _COLUMNS = (1, 2, 4, 6, 7, 8, 12, 14, 16, 24, 28, 32)
 _ROWS = (1, 2, 4)
@@ -142,14 +149,18 @@ def define_knobs(cfg: Any, g: ConvGeometry, N: int, dtype: str, when: tuple[str,
     reg_n = _pick_columns(OW, budget, columns)
     oh_bn = max(v for v in rows if v * reg_n <= budget or v == 1)
     cfg.define_knob("nchwc_oc_bn", first(oc_bn, oc_options), when=when)
+    ic_bn = 1
     if not _depthwise(g):
         ic_options = _capped(_BLOCKS, _per_group(g)[0])
         if x_block:
             ic_options = [v for v in ic_options if x_block % v == 0]
-        cfg.define_knob("nchwc_ic_bn", first(_pick_ic(cfg, g, oc_bn, dtype, ic_options), ic_options), when=when)
+        ic_bn = _pick_ic(cfg, g, oc_bn, dtype, ic_options)
+        cfg.define_knob("nchwc_ic_bn", first(ic_bn, ic_options), when=when)
     cfg.define_knob("nchwc_reg_n", first(reg_n, columns), when=when)
     cfg.define_knob("nchwc_oh_bn", first(oh_bn, rows), when=when)
-    cfg.define_knob("nchwc_unroll_kw", first(int(g.kernel[1] <= 8), [1, 0]), when=when)
+    unrolled = g.kernel[1] * ic_bn * oh_bn * reg_n * max(1, oc_bn // L)
+    cfg.define_knob("nchwc_unroll_kw", first(int(g.kernel[1] <= 8 and unrolled <= MAX_UNROLLED_FMAS), [1, 0]),
+                    when=when)
 
 
 # ---- computes -----------------------------------------------------------------------------------
