@@ -216,20 +216,25 @@ def test_parallel_balance_over_the_target_cores():
 
 
 def test_partitioned_tail_counts_only_what_it_runs():
-    # 1000 = 62 vectors of 16 + a tail loop of 16 iterations under `i < 8`: 8 scalar elements
+    # 1000 = 62 vectors of 16 + one masked vector of 16 lanes (8 live) after the loop: no guard in a loop
     v = extract(scale_func(1000, 16, parallel=False), cpu=AVX2)
-    assert feat(v, "tail_frac") == pytest.approx(8 / 1000, rel=0.1)
-    assert feat(v, "guard_density") == pytest.approx(16 / (62 + 8), rel=0.1)
-    assert feat(v, "vector_frac") == pytest.approx(992 / 1000, rel=0.01)
+    assert feat(v, "tail_frac") == pytest.approx(16 / 1000, rel=0.1)
+    assert feat(v, "guard_density") == 0.0
+    assert feat(v, "vector_frac") == 1.0
     exact = extract(scale_func(1024, 16, parallel=False), cpu=AVX2)
     assert feat(exact, "tail_frac") == feat(exact, "guard_density") == 0.0
+    # 64 lanes span several registers: the tail stays a scalar loop of 64 iterations under `i < 40`
+    wide = extract(scale_func(1000, 64, parallel=False), cpu=AVX2)
+    assert feat(wide, "tail_frac") == pytest.approx(40 / 1000, rel=0.1)
+    assert feat(wide, "vector_frac") == pytest.approx(960 / 1000, rel=0.01)
+    assert feat(wide, "guard_density") > 0
 
 
 def test_versioned_tail_counts_its_share_of_the_parallel_loop():
-    # parallel over 63 vectors: `if vector fits: vector store else: scalar loop with a guard`
+    # parallel over 63 vectors: `if vector fits: vector store else: the same store masked`
     v = extract(scale_func(1000, 16), cpu=AVX2)
-    assert feat(v, "else_frac") == pytest.approx(8 / 1000, rel=0.15)   # only 1 of 63 iterations
-    assert feat(v, "tail_frac") == pytest.approx(8 / 1000, rel=0.15)
+    assert feat(v, "else_frac") == pytest.approx(16 / 1000, rel=0.15)   # only 1 of 63 iterations
+    assert feat(v, "tail_frac") == pytest.approx(16 / 1000, rel=0.15)
     assert feat(v, "flops") == pytest.approx(np.log2(1 + 1000), rel=0.01)
 
 

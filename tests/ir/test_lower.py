@@ -1,10 +1,11 @@
 """Lowering: loop structure, tail guards, bound inference for compute_at, verifier errors."""
+import numpy as np
 import pytest
 
 import autotune
 import autotune.te as te
 from autotune.errors import ScheduleError
-from autotune.ir.nodes import For, ForKind, IfThenElse
+from autotune.ir.nodes import For, ForKind, IfThenElse, Store
 from autotune.ir.functor import walk
 
 
@@ -75,6 +76,49 @@ def test_vectorized_tail_is_versioned_not_scalarized():
     text = str(func)
     assert "ramp(" in text                                  # the full chunks run as vectors
     assert not [f for f in _nodes(func, For) if f.kind is ForKind.VECTORIZED]
+
+
+def _tail_loop(n: int, factor: int, body=None):
+    """B = body(A, i) over n elements, split by `factor` (a tail when it does not divide), vectorized."""
+    A = te.placeholder((n,), name="A")
+    B = te.compute((n,), (lambda i: body(A, i)) if body else (lambda i: A[i] * 2.0 + 1.0), name="B")
+    s = te.create_schedule(B.op)
+    _, xi = s[B].split(B.op.axis[0], factor)
+    s[B].vectorize(xi)
+    return s, [A, B]
+
+
+def _scalar_loops(func):
+    return [f for f in _nodes(func, For) if f.extent > 1 and f.kind is ForKind.SERIAL and "inner" in f.var.name]
+
+
+@pytest.mark.parametrize("n, factor", [(37, 16), (13, 8), (67, 4)])
+def test_a_vector_tail_is_one_masked_vector_pass(n, factor):
+    s, args = _tail_loop(n, factor)
+    func = autotune.lower(s, args)
+    assert not _scalar_loops(func)
+    masked = [st for st in _nodes(func, Store) if st.predicate is not None and st.index.lanes == factor]
+    assert masked, func
+    a = np.random.default_rng(n).standard_normal(n).astype("float32")
+    b = np.full(n, np.nan, "float32")
+    autotune.build(s, args)(a, b)
+    np.testing.assert_allclose(b, a * 2 + 1, rtol=1e-6)
+
+
+def test_a_tail_wider_than_a_register_stays_scalar():
+    """64 float lanes span four AVX-512 registers: a masked pass would cost four full ones."""
+    func = autotune.lower(*_tail_loop(100, 64))
+    assert _scalar_loops(func)
+
+
+def test_a_tail_with_an_integer_division_by_a_variable_stays_scalar():
+    """i // (j - 9) divides by zero at j = 9, a lane only the guard excludes (n = 9)."""
+    A = te.placeholder((9, 9), "int32", name="A")
+    B = te.compute((9, 9), lambda i, j: A[i, j] + i // (j - 9), name="B")
+    s = te.create_schedule(B.op)
+    _, ji = s[B].split(B.op.axis[1], 4)
+    s[B].vectorize(ji)
+    assert _scalar_loops(autotune.lower(s, [A, B]))
 
 
 def test_unroll_copies_the_body():
