@@ -105,6 +105,29 @@ def test_a_vector_tail_is_one_masked_vector_pass(n, factor):
     np.testing.assert_allclose(b, a * 2 + 1, rtol=1e-6)
 
 
+def test_a_masked_tail_masks_only_what_its_guard_guarded():
+    """Y is written in every lane, Z only under the tail guard: only Z's store takes the mask."""
+    from autotune.ir.nodes import Buffer, Seq
+    from autotune.ir.passes.vectorize import vectorize_loop
+    from autotune.te.expr import Var, const
+
+    o, v = Var("o"), Var("v")
+    y, z = Buffer("Y", (32,), "float32"), Buffer("Z", (32,), "float32")
+    i = o * 16 + v
+    body = Seq((Store(y, i, const(1.0, "float32")), IfThenElse(i < 20, Store(z, i, const(2.0, "float32")))))
+    out = vectorize_loop(For(v, 16, ForKind.VECTORIZED, body))
+    assert isinstance(out, IfThenElse)
+    tail = {st.buffer.name: st for st in _stores(out.else_case)}
+    assert tail["Y"].predicate is None and tail["Z"].predicate is not None
+    assert tail["Y"].index.lanes == tail["Z"].index.lanes == 16
+
+
+def _stores(stmt):
+    out = []
+    walk(stmt, lambda n: out.append(n) if isinstance(n, Store) else None)
+    return out
+
+
 def test_a_tail_wider_than_a_register_stays_scalar():
     """64 float lanes span four AVX-512 registers: a masked pass would cost four full ones."""
     func = autotune.lower(*_tail_loop(100, 64))

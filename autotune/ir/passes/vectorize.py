@@ -12,6 +12,7 @@ scalar loop, with a warning that says why.
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 from ...dtype import dtype_info
 from ...te.expr import And, Binary, BinOp, Call, Cast, CmpOp, Compare, Const, Expr, Not, Or, Select, Var
@@ -157,18 +158,42 @@ def vectorize_loop(loop: For) -> Stmt:
             c = substitute(g, {v: Const(end, v.dtype)})
             all_lanes = c if all_lanes is None else And(all_lanes, c)
     assert all_lanes is not None   # guards is not empty
-    tail = _masked_tail(body, guards, v, n)
+    tail = _masked_tail(loop.body, v, n)
     return IfThenElse(all_lanes, body, tail if tail is not None else For(v, n, ForKind.SERIAL, loop.body, loop.thread))
 
 
-def _masked_tail(body: Stmt, guards: list[Expr], var: Var, lanes: int) -> Stmt | None:
-    """The vector `body` with the lanes failing `guards` masked off every load and store, or None
-    when a masked-off lane could still fault: a scalar load runs whatever the mask (the guard may
-    have been what kept it in bounds), and an integer division by a non-constant may divide by
-    zero in a lane the guard excluded. None too for accesses wider than MASKED_TAIL_BYTES: a
-    masked pass costs what a full one does, so a tail of a few lanes of a vector spanning several
-    registers runs faster as scalars (a 3x3 stride-2 max pool, rows of 71 in blocks of 64:
-    1.0 ms with a scalar tail, 1.75 masked; in blocks of 16: 0.42 -> 0.24 ms masked)."""
+def _masked_tail(scalar_body: Stmt, var: Var, lanes: int) -> Stmt | None:
+    """The loop body as vector code with each tail guard turned into a mask on the loads and
+    stores it guarded (the statements outside a guard run in every lane, as in the scalar loop),
+    or None when a masked-off lane could still fault: a scalar load runs whatever the mask (the
+    guard may have been what kept it in bounds), and an integer division by a non-constant may
+    divide by zero in a lane the guard excluded. None too for accesses wider than
+    MASKED_TAIL_BYTES: a masked pass costs what a full one does, so a tail of a few lanes of a
+    vector spanning several registers runs faster as scalars (a 3x3 stride-2 max pool, rows of
+    71 in blocks of 64: 1.0 ms with a scalar tail, 1.75 masked; in blocks of 16: 0.42 -> 0.24 ms
+    masked)."""
+
+    def guarded(pred: Expr | None, cond: Expr) -> Expr:
+        return cond if pred is None else And(pred, cond)
+
+    def mask_under(cond: Expr) -> Any:
+        def add(node: object) -> Stmt | Expr | None:
+            if type(node) is Store:
+                return Store(node.buffer, node.index, node.value, guarded(node.predicate, cond))
+            if type(node) is Load:
+                return Load(node.buffer, node.index, guarded(node.predicate, cond))
+            return None
+        return add
+
+    def unguard(node: object) -> Stmt | None:
+        if isinstance(node, IfThenElse) and node.else_case is None and uses_var(node.cond, var):
+            return transform(node.then_case, mask_under(node.cond))
+        return None
+
+    try:
+        body = _Vectorizer(var, lanes).stmt(transform(scalar_body, unguard))
+    except NotVectorizable:
+        return None
     unsafe: list[object] = []
 
     def check(node: object) -> None:
@@ -180,26 +205,7 @@ def _masked_tail(body: Stmt, guards: list[Expr], var: Var, lanes: int) -> Stmt |
             unsafe.append(node)
 
     walk(body, check)
-    if unsafe:
-        return None
-    vectorizer = _Vectorizer(var, lanes)
-    mask: Expr | None = None
-    for g in guards:
-        m = _bcast(vectorizer.expr(g), lanes)
-        mask = m if mask is None else And(mask, m)
-    assert mask is not None   # guards is not empty
-
-    def masked(pred: Expr | None) -> Expr:
-        return mask if pred is None else And(pred, mask)
-
-    def add_mask(node: object) -> Stmt | Expr | None:
-        if type(node) is Store:
-            return Store(node.buffer, node.index, node.value, masked(node.predicate))
-        if type(node) is Load:
-            return Load(node.buffer, node.index, masked(node.predicate))
-        return None
-
-    return transform(body, add_mask)
+    return None if unsafe else body
 
 
 def vectorize_loops(s: Stmt) -> Stmt:
