@@ -167,10 +167,17 @@ def _pool(b: Builder, node: Any, attrs: Attrs) -> None:
     if len(kernel) == 1:
         kernel, strides, begin = [1, *kernel], [1, *strides], [0, *begin]
         x = b.view(x, (*b.shape(x)[:2], 1, sizes[0]))
-    params = {"shape": b.shape(x), "kernel": compact(kernel), "stride": compact(strides), "padding": compact(begin)}
-    N, C = b.shape(x)[:2]
-    rows = [(n + 2 * p - k) // s + 1 for n, p, k, s in zip(b.shape(x)[2:], begin, kernel, strides)]
-    b.kernel_out(POOLS[node.op_type], [x], params, (N, C, *rows))
+    op, params, shape = _pool2d(node.op_type == "MaxPool", b.shape(x), kernel, strides, begin)
+    b.kernel_out(op, [x], params, shape)
+
+
+def _pool2d(is_max: bool, shape: tuple[int, ...], kernel: list[int], strides: list[int],
+            padding: list[int]) -> tuple[str, dict[str, Any], tuple[int, ...]]:
+    """(template, parameters in their shortest form, output shape) of one max_pool2d / avg_pool2d
+    kernel over an (N, C, H, W) value of `shape`, `padding` on both sides of each axis."""
+    rows = [(n + 2 * p - k) // s + 1 for n, p, k, s in zip(shape[2:], padding, kernel, strides)]
+    params = {"shape": shape, "kernel": compact(kernel), "stride": compact(strides), "padding": compact(padding)}
+    return "max_pool2d" if is_max else "avg_pool2d", params, (*shape[:2], *rows)
 
 
 def _padded_pool(b: Builder, node: Any, attrs: Attrs, kernel: list[int], strides: list[int], dilations: list[int],
@@ -192,11 +199,8 @@ def _padded_pool(b: Builder, node: Any, attrs: Attrs, kernel: list[int], strides
         x = b.kernel("pad", [x], {"shape": b.shape(x), "pad_before": (0, 0, *begin), "pad_after": (0, 0, *reach),
                                   "value": -MAX_FLOAT32 if is_max else 0.0}, padded)
     if len(kernel) == 2 and set(dilations) == {1}:       # one 2-d pool kernel over the padded input
-        shape = b.shape(x)
-        rows = [(n - k) // s + 1 for n, k, s in zip(shape[2:], kernel, strides)]
-        params = {"shape": shape, "kernel": compact(kernel), "stride": compact(strides), "padding": 0}
-        x = b.kernel("max_pool2d" if is_max else "avg_pool2d", [x], params, (*shape[:2], *rows),
-                     out=b.out() if is_max else None)
+        op, params, shape = _pool2d(is_max, b.shape(x), kernel, strides, [0, 0])
+        x = b.kernel(op, [x], params, shape, out=b.out() if is_max else None)
         if is_max:
             return
         divided = float(math.prod(kernel))
@@ -242,10 +246,8 @@ def _pool_axis(b: Builder, x: str, axis: int, k: int, s: int, d: int, is_max: bo
     out_shape = (*shape[:axis], out, *shape[axis + 1:])
     if d == 1:
         rows = (math.prod(shape[:axis]), 1, n, math.prod(shape[axis + 1:]))
-        params = {"shape": rows, "kernel": (k, 1), "stride": (s, 1), "padding": 0}
-        pooled = b.kernel("max_pool2d" if is_max else "avg_pool2d", [b.view(x, rows)], params,
-                          (rows[0], 1, out, rows[3]))
-        return b.view(pooled, out_shape), k
+        op, params, shape = _pool2d(is_max, rows, [k, 1], [s, 1], [0, 0])
+        return b.view(b.kernel(op, [b.view(x, rows)], params, shape), out_shape), k
     acc = None
     for j in range(k):
         begin = [j * d if a == axis else 0 for a in range(len(shape))]

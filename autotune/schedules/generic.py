@@ -214,11 +214,11 @@ def schedule_column_reduction(cfg: Any, s: Schedule, out: Tensor, prefix: str = 
     st = s[out]
     *outer, last = st.op.axis
     cfg.define_knob(f"{prefix}parallel", first(int(worth_threads(cfg, work(s))), [0, 1]))
-    width = largest_fitting([v for v in VECTOR_WIDTHS if v <= lanes(cfg, out.dtype)],
-                            lambda v: COLUMN_IN_FLIGHT * v <= last.extent)
-    chosen = [COLUMN_IN_FLIGHT if COLUMN_IN_FLIGHT * width <= last.extent else 1, width]
-    if last.extent <= COLUMN_IN_FLIGHT * lanes(cfg, out.dtype):
+    width = lanes(cfg, out.dtype)
+    if last.extent <= COLUMN_IN_FLIGHT * width:
         chosen = [1, last.extent]         # the whole row: whole registers and one narrower, no tail block
+    else:
+        chosen = [COLUMN_IN_FLIGHT, max(v for v in VECTOR_WIDTHS if v <= width)]
     blocks = first(chosen, [[c, v] for c in COLUMN_VECTORS for v in VECTOR_WIDTHS])
     cfg.define_split(f"{prefix}tile_inner", last.extent, 3, policy="candidate", candidate=[[-1, *b] for b in blocks])
     lo, lc, li = cfg[f"{prefix}tile_inner"].apply(s, out, last)

@@ -3,8 +3,8 @@
 The loop variable becomes Ramp(0, 1, lanes); scalars meeting vectors are broadcast; contiguous
 accesses become vector loads and stores. A tail guard on the loop variable (from a split that
 does not divide) is handled by versioning: vector code when every lane passes the guard, else the
-same vector code with the guard as a mask on every load and store (`_masked_tail`), so a tail
-costs one pass of masked vectors rather than a scalar loop of guarded elements. Where masking
+same vector code with the guard as a mask on the loads and stores it guarded (`_masked_tail`), so
+a tail costs one pass of masked vectors rather than a scalar loop of guarded elements. Where masking
 cannot keep every lane's work safe (a scalar load the guard protected, an integer division by a
 variable), the tail is the original scalar loop. A loop that cannot be vectorized runs as a
 scalar loop, with a warning that says why.
@@ -12,7 +12,7 @@ scalar loop, with a warning that says why.
 from __future__ import annotations
 
 import warnings
-from typing import Any
+from collections.abc import Callable
 
 from ...dtype import dtype_info
 from ...te.expr import And, Binary, BinOp, Call, Cast, CmpOp, Compare, Const, Expr, Not, Or, Select, Var
@@ -176,7 +176,7 @@ def _masked_tail(scalar_body: Stmt, var: Var, lanes: int) -> Stmt | None:
     def guarded(pred: Expr | None, cond: Expr) -> Expr:
         return cond if pred is None else And(pred, cond)
 
-    def mask_under(cond: Expr) -> Any:
+    def mask_under(cond: Expr) -> Callable[[object], Stmt | Expr | None]:
         def add(node: object) -> Stmt | Expr | None:
             if type(node) is Store:
                 return Store(node.buffer, node.index, node.value, guarded(node.predicate, cond))
