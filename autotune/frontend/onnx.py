@@ -21,7 +21,7 @@ import numpy as np
 
 from ..dtype import dtype_info
 from ..graph.ir import Graph, Value
-from . import onnx_ops, onnx_ops_linalg, onnx_ops_nn, onnx_ops_norm, onnx_ops_shape  # noqa: F401  (registers)
+from . import onnx_ops, onnx_ops_linalg, onnx_ops_nn, onnx_ops_norm, onnx_ops_resize, onnx_ops_shape  # noqa: F401  (registers)
 from .builder import CONVERTERS, Builder, attributes
 from .fold import FOLD_ONLY, MAX_ITERATIONS, fold_once, static_shape
 from .opsets import SUPPORTED_OPSETS, at_supported_opset  # noqa: F401  (SUPPORTED_OPSETS: part of this API)

@@ -1,11 +1,9 @@
-"""ONNX normalizations and Resize -> layer_norm / batch_norm / instance_norm / resize templates.
+"""ONNX normalizations -> layer_norm / batch_norm / instance_norm templates.
 
 LayerNormalization over the trailing axes from `axis` is layer_norm on an M x N view; its scale
 and bias become (N,) gamma/beta (broadcast at import when given smaller); its optional Mean and
 InvStdDev outputs are a row mean and rsqrt(row variance + epsilon) of the same view. BatchNormalization of
-any rank runs as batch_norm on an (N, C, spatial, 1) view. Resize maps its attributes one to one
-onto the resize template, whose scale is output size / input size: explicit scales that differ
-from that ratio are refused.
+any rank runs as batch_norm on an (N, C, spatial, 1) view.
 """
 from __future__ import annotations
 
@@ -16,9 +14,6 @@ import numpy as np
 
 from .builder import Attrs, Builder, allowed, converts
 from .onnx_ops import binary, f32
-
-COORDS = ("half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel")
-NEAREST = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
 
 
 def _extra_outputs(node: Any, names: str) -> list[str]:
@@ -80,27 +75,3 @@ def _instance_norm(b: Builder, node: Any, attrs: Attrs) -> None:
     x, scale, bias = node.input
     params = {"shape": b.shape(x), "eps": f32(attrs.get("epsilon", 1e-5))}
     b.kernel_out("instance_norm", [x, scale, bias], params, b.shape(x))
-
-
-def _resize_check(node: Any, attrs: Attrs) -> list[str]:
-    return (allowed(node, attrs, "mode", ("nearest", "linear"), "nearest")
-            + allowed(node, attrs, "coordinate_transformation_mode", COORDS, "half_pixel")
-            + allowed(node, attrs, "nearest_mode", NEAREST, "round_prefer_floor")
-            + allowed(node, attrs, "antialias", (0,), 0) + allowed(node, attrs, "exclude_outside", (0,), 0))
-
-
-@converts("Resize", check=_resize_check)
-def _resize(b: Builder, node: Any, attrs: Attrs) -> None:
-    x = node.input[0]
-    shape, out_shape = b.shape(x), b.out_shape()
-    scales = b.const(node.input[2]) if len(node.input) > 2 and node.input[2] else None
-    if scales is not None and scales.size:
-        axes = attrs.get("axes", list(range(len(shape))))
-        exact = [o / i for i, o in zip(shape, out_shape)]
-        if any(not math.isclose(float(s), exact[a % len(shape)], rel_tol=1e-6) for s, a in zip(scales, axes)):
-            raise b.fail(f"scales {scales.tolist()} differ from output / input sizes {exact}: scales that are "
-                         "not exact size ratios are not supported")
-    params = {"shape": shape, "out_shape": out_shape, "mode": attrs.get("mode", "nearest"),
-              "coord": attrs.get("coordinate_transformation_mode", "half_pixel"),
-              "nearest": attrs.get("nearest_mode", "round_prefer_floor")}
-    b.kernel_out("resize", [x], params, out_shape)

@@ -109,7 +109,7 @@ def test_unsupported_ops_and_attributes_are_listed_in_one_error() -> None:
     nodes = [helper.make_node("LSTM", ["x", "w", "r"], ["h"], name="lstm_a"),
              helper.make_node("TopK", ["x", "k"], ["v", "i"]),
              helper.make_node("LSTM", ["x", "w", "r"], ["h2"], name="lstm_b"),
-             helper.make_node("Resize", ["x", "", "sc"], ["up"], name="up", mode="cubic"),
+             helper.make_node("Resize", ["x", "", "sc"], ["up"], name="up", mode="nearest", antialias=1),
              helper.make_node("Conv", ["x", "w"], ["c3"], name="conv3", kernel_shape=[3, 3, 3]),
              helper.make_node("MaxPool", ["x"], ["mp"], name="mp", kernel_shape=[2, 2], storage_order=1)]
     model = make_model(nodes, {"x": ((1, 2, 3, 4), F)}, ["h"])
@@ -117,7 +117,7 @@ def test_unsupported_ops_and_attributes_are_listed_in_one_error() -> None:
         frontend.load(model)
     text = str(info.value)
     for part in ["LSTM (2 nodes, first 'lstm_a')", "TopK (1 node, first 'TopK_1')",
-                 "Resize 'up': mode='cubic' is not supported", "Conv 'conv3': kernel_shape=[3, 3, 3] (3-d) is not supported",
+                 "Resize 'up': antialias=1 with mode='nearest'", "Conv 'conv3': kernel_shape=[3, 3, 3] (3-d) is not supported",
                  "MaxPool 'mp': storage_order=1 is not supported"]:
         assert part in text
 
@@ -190,6 +190,6 @@ def test_a_shape_dependent_refusal_names_the_node_and_why() -> None:
     node = helper.make_node("ConvTranspose", ["x", "w"], ["y"], name="up3")
     with pytest.raises(ValueError, match=r"ConvTranspose 'up3': 3-d ConvTranspose is not supported"):
         frontend.load(make_model([node], {"x": ((1, 2, 3, 3, 3), F)}, ["y"], {"w": np.ones((2, 1, 2, 2, 2), F)}))
-    node = helper.make_node("Resize", ["x", "", "s"], ["y"], name="up")
-    with pytest.raises(ValueError, match=r"Resize 'up': scales \[1.0, 1.0, 1.5, 1.5\] differ from output / input"):
-        frontend.load(make_model([node], {"x": ((1, 2, 5, 5), F)}, ["y"], {"s": np.array([1, 1, 1.5, 1.5], F)}, 19))
+    node = helper.make_node("Resize", ["x", "", "s"], ["y"], name="up", mode="cubic", antialias=1)
+    with pytest.raises(ValueError, match=r"Resize 'up': a cubic antialiased downscale by 20x reads 80 taps per output"):
+        frontend.load(make_model([node], {"x": ((1, 2, 5, 200), F)}, ["y"], {"s": np.array([1, 1, 1, 0.05], F)}, 19))

@@ -169,6 +169,15 @@ NEW = {
                                   coordinate_transformation_mode="align_corners",
                                   inits={"r": np.zeros(0, F), "sc": np.zeros(0, F), "sz": np.array([1, 2, 5, 7])}),
                       ("resize",)),
+    "resize_cubic_antialias_scales": (lambda: one("Resize", [(1, 2, 11, 13)], opset=19, mode="cubic", antialias=1,
+                                                  inits={"r": np.zeros(0, F), "sc": np.array([1, 1, 0.37, 1.6], F)}),
+                                      ("resample",)),
+    "resize_tf_crop_and_resize": (lambda: one("Resize", [(1, 2, 7, 9)], opset=19, mode="linear",
+                                              coordinate_transformation_mode="tf_crop_and_resize",
+                                              extrapolation_value=2.5, inits={
+                                                  "r": np.array([0, 0, -0.2, 0.3, 1, 1, 0.9, 1.3], F),
+                                                  "sc": np.zeros(0, F), "sz": np.array([1, 2, 5, 6])}),
+                                  ("resample",)),
 }
 
 

@@ -68,6 +68,8 @@ EXAMPLES = {
                     nearest="floor"),
                dict(shape=(1, 3, 5, 7), out_shape=(1, 3, 9, 11), mode="linear", coord="half_pixel",
                     nearest="round_prefer_floor")],
+    "resample": [dict(shape=(1, 17, 29, 31), axis=3, out_extent=13, taps=8),
+                 dict(shape=(1, 3, 5, 7), axis=2, out_extent=11, taps=4, extrapolate=1, fill=0.5)],
 }
 EXAMPLES |= {op: [dict(shape=(37, 1001)), dict(shape=(5,))] for op in UNARY}
 EXAMPLES |= {op: [dict(a_shape=(37, 1001), b_shape=(1001,)), dict(a_shape=(3, 1), b_shape=(1, 5))] for op in BINARY}

@@ -23,7 +23,7 @@ _OPS_OF_MODULE: dict[str, tuple[str, ...]] = {
     "pooling": ("avg_pool2d", "global_avg_pool", "max_pool2d"),
     "activations": ("clip", "elu", "hard_sigmoid", "leaky_relu"),
     "logic": ("cast", "equal", "greater", "less", "logical_not"),
-    "resize": ("resize",),
+    "resize": ("resample", "resize"),
     "movement": ("border_pad", "concat", "expand", "pad", "slice", "take", "transpose"),
 }
 MODULE_OF_OP: dict[str, str] = {op: module for module, ops in _OPS_OF_MODULE.items() for op in ops}
