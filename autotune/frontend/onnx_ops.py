@@ -10,12 +10,13 @@ from typing import Any
 
 import numpy as np
 
+from ..dtype import is_float
 from .builder import Attrs, Builder, allowed, converts
 
 UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Exp": "exp", "Log": "log", "Sqrt": "sqrt",
          "Neg": "neg", "Abs": "abs", "Reciprocal": "reciprocal", "Erf": "erf", "HardSwish": "hard_swish",
          "Not": "logical_not"}
-BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Pow": "power"}
+BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div"}
 COMPARE = {"Equal": "equal", "Less": "less", "Greater": "greater"}
 VARIADIC = {"Min": "minimum", "Max": "maximum", "Sum": "add", "Mean": "add"}
 # op: (template, ((attribute, default), ...)): float attributes become the template's parameters
@@ -76,6 +77,19 @@ def _param_unary(b: Builder, node: Any, attrs: Attrs) -> None:
 def _binary(b: Builder, node: Any, attrs: Attrs) -> None:
     x, y = node.input[0], node.input[1]
     binary(b, BINARY[node.op_type], x, like(b, y, b.dtype(x)), out=b.out())
+
+
+@converts("Pow")
+def _pow(b: Builder, node: Any, attrs: Attrs) -> None:
+    """x ** y in x's dtype; an integer x is raised in float64 (exact for every int32 result and for
+    int64 ones below 2**53) and cast back, truncating as numpy's astype does."""
+    x, y = node.input[0], node.input[1]
+    if is_float(b.dtype(x)):
+        binary(b, "power", x, like(b, y, b.dtype(x)), out=b.out())
+        return
+    raised = binary(b, "power", like(b, x, "float64"), like(b, y, "float64"))
+    b.kernel("cast", [raised], {"shape": b.shape(raised), "to": b.dtype(x)}, b.shape(raised), b.dtype(x),
+             out=b.out())
 
 
 @converts(*COMPARE)

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .builder import Attrs, Builder, allowed, converts
+from .builder import Attrs, Builder, converts
 from .onnx_ops import binary, f32
 
 
@@ -55,17 +55,33 @@ def _layer_norm(b: Builder, node: Any, attrs: Attrs) -> None:
 
 
 def _batch_norm_check(node: Any, attrs: Attrs) -> list[str]:
-    return allowed(node, attrs, "training_mode", (0,), 0) + _extra_outputs(node, "running_mean/running_var")
+    if attrs.get("training_mode", 0):
+        return []
+    return _extra_outputs(node, "running_mean/running_var (they are outputs of training_mode=1)")
 
 
 @converts("BatchNormalization", check=_batch_norm_check)
 def _batch_norm(b: Builder, node: Any, attrs: Attrs) -> None:
-    """Inference batch norm: ONNX's (X, scale, B, mean, var) are batch_norm's (x, mean, var, gamma, beta)."""
+    """Inference batch norm: ONNX's (X, scale, B, mean, var) are batch_norm's (x, mean, var, gamma,
+    beta). training_mode=1 normalises by the batch's own statistics (mean and population variance
+    over every axis but the channels) and its optional outputs are the running statistics,
+    input * momentum + batch * (1 - momentum)."""
     x, scale, bias, mean, var = node.input
     N, C, *spatial = b.shape(x)
     if len(spatial) != 2:
         x = b.view(x, (N, C, math.prod(spatial), 1))
     H, W = b.shape(x)[2:]
+    if attrs.get("training_mode", 0):
+        rows = b.view(x, (N, C, H * W))
+        stats = {"shape": (N, C, H * W), "axes": (0, 2), "keepdims": 0}
+        batch_mean, batch_var = (b.kernel(op, [rows], stats, (C,)) for op in ("mean", "var"))
+        momentum = f32(attrs.get("momentum", 0.9))
+        for index, (running, batch) in enumerate(((mean, batch_mean), (var, batch_var)), start=1):
+            if len(node.output) > index and node.output[index]:
+                old = binary(b, "mul", running, b.constant(np.asarray([momentum], b.dtype(x)), "momentum"))
+                new = binary(b, "mul", batch, b.constant(np.asarray([1 - momentum], b.dtype(x)), "one_minus_momentum"))
+                binary(b, "add", old, new, out=b.out(index))
+        mean, var = batch_mean, batch_var
     params = {"N": N, "C": C, "H": H, "W": W, "eps": f32(attrs.get("epsilon", 1e-5))}
     b.kernel_out("batch_norm", [x, mean, var, scale, bias], params, b.shape(x))
 

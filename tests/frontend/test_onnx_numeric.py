@@ -193,3 +193,23 @@ def test_cast_not_equal() -> None:
     x = rng.integers(0, 3, size=(3, 5)).astype(F)
     check_against_ort(make_model(nodes, {"x": ((3, 5), F), "z": ((5,), F)}, ["y"]),
                       feeds={"x": x, "z": x[0]})
+
+
+@requires_templates("batch_norm", "mean", "var")
+def test_batch_norm_training_mode_normalises_by_the_batch() -> None:
+    """A 3-d input: batch statistics over (N, L) per channel, and both running statistics."""
+    node = helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y", "rm", "rv"], training_mode=1,
+                            momentum=0.8, epsilon=1e-3)
+    inits = {"s": w(5), "b": w(5), "m": w(5), "v": np.abs(w(5)) + 0.5}
+    check_against_ort(make_model([node], {"x": ((3, 5, 7), F)}, ["y", "rm", "rv"], inits, 15))
+
+
+@requires_templates("power", "cast")
+def test_pow_of_integers_is_exact_and_truncates() -> None:
+    """int32 ** int32 (results up to 2**30) and int64 ** float32 (truncated toward zero), broadcast."""
+    nodes = [helper.make_node("Pow", ["a", "n"], ["p"]), helper.make_node("Pow", ["b", "e"], ["q"])]
+    feeds = {"a": rng.integers(-30, 31, size=(3, 5)).astype(np.int32), "n": np.array([0, 1, 2, 3, 6], np.int32),
+             "b": rng.integers(0, 1000, size=(7,)).astype(np.int64), "e": np.array([0.5], F)}
+    model = make_model(nodes, {"a": ((3, 5), np.int32), "n": ((5,), np.int32), "b": ((7,), np.int64),
+                               "e": ((1,), F)}, ["p", "q"], opset=15)
+    check_against_ort(model, feeds=feeds, rtol=0, atol=0)
