@@ -206,6 +206,21 @@ def floor_divmod_unsigned(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> tuple[ir
     return b.select(is_zero, zero, b.udiv(x, safe)), b.urem(x, safe)
 
 
+def _to_float32_round_to_odd(b: ir.IRBuilder, d: ir.Value) -> ir.Value:
+    """float64 -> float32 rounded to odd (toward zero, then the last bit set when inexact): a
+    second rounding, to float16, then rounds as one direct rounding would. LLVM lowers a direct
+    double -> half truncation to a runtime-library call that the JIT does not provide."""
+    lanes = lanes_of(d)
+    f = b.fptrunc(d, value_type("float32", lanes))
+    back = b.fpext(f, d.type)
+    zero = const_like(d.type, 0.0)
+    away = b.select(b.fcmp_ordered(">", d, zero), b.fcmp_ordered(">", back, d), b.fcmp_ordered("<", back, d))
+    bits = b.bitcast(f, value_type("int32", lanes))
+    bits = b.sub(bits, b.zext(away, bits.type))
+    bits = b.or_(bits, b.zext(b.fcmp_ordered("!=", back, d), bits.type))
+    return b.bitcast(bits, f.type)
+
+
 def cast_value(b: ir.IRBuilder, v: ir.Value, src: str, dst: str) -> ir.Value:
     """numpy astype semantics between any two dtypes of the table, scalar or vector."""
     sk, dk = dtype_info(src).kind, dtype_info(dst).kind
@@ -217,6 +232,8 @@ def cast_value(b: ir.IRBuilder, v: ir.Value, src: str, dst: str) -> ir.Value:
     if v.type == to:
         return v
     if sk == "float" and dk == "float":
+        if src == "float64" and dst == "float16":
+            v = _to_float32_round_to_odd(b, v)
         grow = element_bytes(element_type(to)) > element_bytes(element_type(v.type))
         return b.fpext(v, to) if grow else b.fptrunc(v, to)
     if sk == "float":

@@ -21,7 +21,15 @@ import numpy as np
 
 from ..dtype import dtype_info
 from ..graph.ir import Graph, Value
-from . import onnx_ops, onnx_ops_linalg, onnx_ops_nn, onnx_ops_norm, onnx_ops_resize, onnx_ops_shape  # noqa: F401  (registers)
+from . import (  # noqa: F401  (registers)
+    onnx_ops,
+    onnx_ops_activations,
+    onnx_ops_linalg,
+    onnx_ops_nn,
+    onnx_ops_norm,
+    onnx_ops_resize,
+    onnx_ops_shape,
+)
 from .builder import CONVERTERS, Builder, attributes
 from .fold import FOLD_ONLY, MAX_ITERATIONS, fold_once, static_shape
 from .opsets import SUPPORTED_OPSETS, at_supported_opset  # noqa: F401  (SUPPORTED_OPSETS: part of this API)
@@ -39,10 +47,39 @@ def load(model: str | os.PathLike | Any | bytes, shapes: dict[str, tuple[int, ..
     _bind_shapes(work, shapes or {})
     infos = _infer(work)
     for _ in range(MAX_ITERATIONS):
-        if not fold_once(work, {n: s for n, s in ((n, static_shape(i)) for n, i in infos.items()) if s is not None}):
+        folded = fold_once(work, {n: s for n, s in ((n, static_shape(i)) for n, i in infos.items()) if s is not None})
+        if not (_annotate_shape_preserving(work, infos) or folded):
             break
         infos = _infer(work)
     return _convert(work, infos)
+
+
+# ops whose output has their first input's shape but whose onnx shape inference, through a
+# function body, leaves it unknown (and with it every shape downstream)
+SHAPE_PRESERVING = frozenset({"GroupNormalization", "MeanVarianceNormalization"})
+
+
+def _annotate_shape_preserving(model: Any, infos: dict[str, Any]) -> bool:
+    """Write the input's shape as the output's of each SHAPE_PRESERVING node inference left
+    unshaped; whether any was written (inference then runs again)."""
+    from onnx import helper
+
+    changed = False
+    for node in model.graph.node:
+        src, out = infos.get(node.input[0]) if node.input else None, node.output[0] if node.output else ""
+        if node.op_type not in SHAPE_PRESERVING or src is None or not out:
+            continue
+        shape = static_shape(src)
+        if shape is None or (out in infos and static_shape(infos[out]) is not None):
+            continue
+        typed = helper.make_tensor_value_info(out, src.type.tensor_type.elem_type, list(shape))
+        listed = [v for v in (*model.graph.output, *model.graph.value_info) if v.name == out]
+        for v in listed:
+            v.CopyFrom(typed)
+        if not listed:
+            model.graph.value_info.append(typed)
+        changed = True
+    return changed
 
 
 def _as_model(model: Any) -> Any:

@@ -17,12 +17,12 @@ import numpy as np
 import onnx
 from onnx.backend.base import Backend, BackendRep, namedtupledict
 
-# Inputs of these ops set a parameter (axes, slice bounds, pads, a target shape, scales, clip
+# Inputs of these ops set a parameter (axes, slice bounds, pads, a target shape, scales, repeats, clip
 # bounds), not data: the frontend compiles them as constants.
 PARAMETER_INPUTS: dict[str, tuple[int, ...]] = {
     **{op: (1,) for op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
                            "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare", "Reshape", "Expand", "Squeeze",
-                           "Unsqueeze", "Split")},
+                           "Unsqueeze", "Split", "Tile")},
     "Slice": (1, 2, 3, 4), "Pad": (1, 2, 3), "Resize": (1, 2, 3), "Clip": (1, 2), "ConstantOfShape": (0,),
 }
 

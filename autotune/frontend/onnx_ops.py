@@ -15,9 +15,11 @@ from .builder import Attrs, Builder, allowed, converts
 
 UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Exp": "exp", "Log": "log", "Sqrt": "sqrt",
          "Neg": "neg", "Abs": "abs", "Reciprocal": "reciprocal", "Erf": "erf", "HardSwish": "hard_swish",
-         "Not": "logical_not"}
+         "Not": "logical_not", "Floor": "floor", "Ceil": "ceil", "Round": "round", "Sign": "sign",
+         "Softplus": "softplus"}
 BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div"}
-COMPARE = {"Equal": "equal", "Less": "less", "Greater": "greater"}
+COMPARE = {"Equal": "equal", "Less": "less", "Greater": "greater", "LessOrEqual": "less_equal",
+           "GreaterOrEqual": "greater_equal"}
 VARIADIC = {"Min": "minimum", "Max": "maximum", "Sum": "add", "Mean": "add"}
 # op: (template, ((attribute, default), ...)): float attributes become the template's parameters
 PARAM_UNARY = {"LeakyRelu": ("leaky_relu", (("alpha", 0.01),)), "Elu": ("elu", (("alpha", 1.0),)),
@@ -114,13 +116,37 @@ def _variadic(b: Builder, node: Any, attrs: Attrs) -> None:
         binary(b, "mul", acc, count, out=b.out())
 
 
-@converts("Where")
-def _where(b: Builder, node: Any, attrs: Attrs) -> None:
-    c, x, y = node.input
+def where(b: Builder, c: str, x: str, y: str, out: str | None = None) -> str:
+    """x where c else y, the three broadcast."""
     shape = tuple(np.broadcast_shapes(b.shape(c), b.shape(x), b.shape(y)))
     c, x, y = b.operand(c), b.operand(x), b.operand(y)
     params = {"cond_shape": b.shape(c), "a_shape": b.shape(x), "b_shape": b.shape(y)}
-    b.kernel("where", [c, x, y], params, shape, b.dtype(x), b.out(), kernel_dtype=b.dtype(x))
+    return b.kernel("where", [c, x, y], params, shape, b.dtype(x), out, kernel_dtype=b.dtype(x))
+
+
+def scalar(b: Builder, value: Any, dtype: str, step: str) -> str:
+    """A constant of shape (1,): broadcasts against anything."""
+    return b.constant(np.asarray([value], dtype=dtype), step)
+
+
+@converts("Where")
+def _where(b: Builder, node: Any, attrs: Attrs) -> None:
+    c, x, y = node.input
+    where(b, c, x, y, out=b.out())
+
+
+@converts("And", "Or", "Xor")
+def _logic(b: Builder, node: Any, attrs: Attrs) -> None:
+    """On bool tensors: a and b = b where a else False; a or b = True where a else b;
+    a xor b = not (a == b)."""
+    x, y = node.input
+    if node.op_type == "Xor":
+        same = binary(b, "equal", x, y, dtype="bool")
+        unary(b, "logical_not", same, out=b.out())
+    elif node.op_type == "And":
+        where(b, x, y, scalar(b, False, "bool", "false"), out=b.out())
+    else:
+        where(b, x, scalar(b, True, "bool", "true"), y, out=b.out())
 
 
 @converts("Cast", "CastLike")

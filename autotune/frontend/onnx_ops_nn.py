@@ -258,6 +258,15 @@ def _pool_axis(b: Builder, x: str, axis: int, k: int, s: int, d: int, is_max: bo
     return acc, 1
 
 
+@converts("GlobalMaxPool")
+def _global_max_pool(b: Builder, node: Any, attrs: Attrs) -> None:
+    """max over every spatial axis, kept as 1s."""
+    x = node.input[0]
+    shape = b.shape(x)
+    params = {"shape": shape, "axes": tuple(range(2, len(shape))), "keepdims": 1}
+    b.kernel_out("max", [x], params, b.out_shape())
+
+
 @converts("GlobalAveragePool")
 def _global_avg_pool(b: Builder, node: Any, attrs: Attrs) -> None:
     """global_avg_pool on (N, C, H, W); other ranks as an (N, C, spatial, 1) view."""

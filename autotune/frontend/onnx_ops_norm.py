@@ -1,9 +1,11 @@
-"""ONNX normalizations -> layer_norm / batch_norm / instance_norm templates.
+"""ONNX normalizations -> layer_norm / batch_norm / instance_norm templates and reductions.
 
 LayerNormalization over the trailing axes from `axis` is layer_norm on an M x N view; its scale
 and bias become (N,) gamma/beta (broadcast at import when given smaller); its optional Mean and
 InvStdDev outputs are a row mean and rsqrt(row variance + epsilon) of the same view. BatchNormalization of
-any rank runs as batch_norm on an (N, C, spatial, 1) view.
+any rank runs as batch_norm on an (N, C, spatial, 1) view. GroupNormalization is instance_norm
+on an (N, groups, rest) view, then its scale and bias; MeanVarianceNormalization is a mean, a
+variance and pointwise steps.
 """
 from __future__ import annotations
 
@@ -84,6 +86,39 @@ def _batch_norm(b: Builder, node: Any, attrs: Attrs) -> None:
         mean, var = batch_mean, batch_var
     params = {"N": N, "C": C, "H": H, "W": W, "eps": f32(attrs.get("epsilon", 1e-5))}
     b.kernel_out("batch_norm", [x, mean, var, scale, bias], params, b.shape(x))
+
+
+@converts("GroupNormalization")
+def _group_norm(b: Builder, node: Any, attrs: Attrs) -> None:
+    """Each group of C / G channels normalised over its channels and spatial axes, then scaled
+    and shifted per channel (opset 21: scale and bias of C) or per group (18: of G)."""
+    x, scale, bias = node.input
+    shape, dtype = b.shape(x), b.dtype(x)
+    N, C, G = shape[0], shape[1], int(attrs["num_groups"])
+    if G < 1 or C % G:
+        raise b.fail(f"num_groups={G} does not divide the {C} channels")
+    groups = b.view(x, (N, G, math.prod(shape[1:]) // G))
+    ones, zeros = (b.constant(np.full(G, v, dtype), step) for v, step in ((1.0, "ones"), (0.0, "zeros")))
+    params = {"shape": b.shape(groups), "eps": f32(attrs.get("epsilon", 1e-5))}
+    normed = b.kernel("instance_norm", [groups, ones, zeros], params, b.shape(groups))
+    per = C if math.prod(b.shape(scale)) == C else G
+    rows = b.view(normed, (N, per, math.prod(shape[1:]) // per))
+    scaled = binary(b, "mul", rows, b.view(scale, (per, 1)))
+    b.view(binary(b, "add", scaled, b.view(bias, (per, 1))), b.out_shape(), b.out())
+
+
+@converts("MeanVarianceNormalization")
+def _mean_variance_norm(b: Builder, node: Any, attrs: Attrs) -> None:
+    """(x - mean) / (sqrt(variance) + 1e-9) over `axes` (default 0, 2, 3), as ONNX's function."""
+    x = node.input[0]
+    shape, dtype = b.shape(x), b.dtype(x)
+    axes = tuple(sorted(a % len(shape) for a in attrs.get("axes", [0, 2, 3])))
+    stats = {"shape": shape, "axes": axes, "keepdims": 1}
+    kept = tuple(1 if d in axes else n for d, n in enumerate(shape))
+    mean, var = (b.kernel(op, [x], stats, kept) for op in ("mean", "var"))
+    std = b.kernel("sqrt", [var], {"shape": kept}, kept)
+    denominator = binary(b, "add", std, b.constant(np.asarray([1e-9], dtype), "epsilon"))
+    binary(b, "div", binary(b, "sub", x, mean), denominator, out=b.out())
 
 
 @converts("InstanceNormalization")

@@ -139,6 +139,47 @@ def _expand(b: Builder, node: Any, attrs: Attrs) -> None:
     b.kernel("expand", [x], {"shape": b.shape(x), "out_shape": shape}, shape, out=b.out())
 
 
+@converts("Tile")
+def _tile(b: Builder, node: Any, attrs: Attrs) -> None:
+    """x (d0, d1, ...) viewed as (1, d0, 1, d1, ...), expanded to (r0, d0, r1, d1, ...) and viewed
+    as the output: one expand kernel."""
+    x, shape = node.input[0], b.shape(node.input[0])
+    repeats = [int(r) for r in b.need_const(node.input[1], "repeats").tolist()]
+    spread = tuple(v for d in shape for v in (1, d))
+    expanded = tuple(v for r, d in zip(repeats, shape) for v in (r, d))
+    if spread == expanded:
+        b.view(x, b.out_shape(), b.out())
+        return
+    x = b.view(x, spread)
+    b.view(b.kernel("expand", [x], {"shape": spread, "out_shape": expanded}, expanded), b.out_shape(), b.out())
+
+
+def _depth_mode_check(node: Any, attrs: Attrs) -> list[str]:
+    return allowed(node, attrs, "mode", ("DCR", "CRD"), "DCR")
+
+
+@converts("DepthToSpace", check=_depth_mode_check)
+def _depth_to_space(b: Builder, node: Any, attrs: Attrs) -> None:
+    """(N, C, H, W) -> (N, C / s^2, H s, W s): a 6-d view, one transpose, a view. DCR takes the
+    depth as (s, s, C'), CRD as (C', s, s)."""
+    x, s = node.input[0], int(attrs["blocksize"])
+    N, C, H, W = b.shape(x)
+    if attrs.get("mode", "DCR") == "DCR":
+        blocks, perm = (N, s, s, C // (s * s), H, W), (0, 3, 4, 1, 5, 2)
+    else:
+        blocks, perm = (N, C // (s * s), s, s, H, W), (0, 1, 4, 2, 5, 3)
+    b.view(b.transpose(b.view(x, blocks), perm), b.out_shape(), b.out())
+
+
+@converts("SpaceToDepth")
+def _space_to_depth(b: Builder, node: Any, attrs: Attrs) -> None:
+    """(N, C, H, W) -> (N, C s^2, H / s, W / s), the depth taken as (s, s, C)."""
+    x, s = node.input[0], int(attrs["blocksize"])
+    N, C, H, W = b.shape(x)
+    blocks = b.view(x, (N, C, H // s, s, W // s, s))
+    b.view(b.transpose(blocks, (0, 3, 5, 1, 2, 4)), b.out_shape(), b.out())
+
+
 def _pad_check(node: Any, attrs: Attrs) -> list[str]:
     return allowed(node, attrs, "mode", ("constant", "edge", "reflect", "wrap"), "constant")
 

@@ -73,8 +73,7 @@ def _changed_ops(model: Any, opset: int, target: int) -> list[str]:
         if node.op_type in out:
             continue
         named = f"{node.op_type} ({node.name!r})" if node.name else node.op_type
-        before = _signature(node.op_type, node.domain, opset)
-        if before is None or before != _signature(node.op_type, node.domain, target):
+        if not _same_signature(node, opset, target):
             out[node.op_type] = f"{named} differs between opsets {opset} and {target}"
             continue
         for (op, since), affects in CHANGED_MEANING.items():
@@ -130,6 +129,23 @@ CHANGED_MEANING: dict[tuple[str, int], Callable[[Any, tuple[int, ...] | None], b
     ("MaxPool", 22): _window_in_padding,
     ("AveragePool", 22): _window_in_padding,
 }
+
+
+def _same_signature(node: Any, opset: int, target: int) -> bool:
+    """Same inputs and outputs, and the same attributes but for optional ones only one version
+    has and the node leaves unset (ONNX gives an added attribute's default the old meaning)."""
+    before, after = (_signature(node.op_type, node.domain, v) for v in (opset, target))
+    if before is None or after is None or before[:2] != after[:2]:
+        return False
+    (*_, old), (*_, new) = before, after
+    given = {a.name for a in node.attribute}
+    for name in old.keys() | new.keys():
+        if name in old and name in new:
+            if old[name] != new[name]:
+                return False
+        elif name in given or (old.get(name) or new[name])[1]:
+            return False
+    return True
 
 
 def _signature(op: str, domain: str, opset: int) -> tuple | None:

@@ -2,7 +2,7 @@
 
 Each op checks its arguments (ndim, matching dimensions, dtype), names the op and the argument
 in its errors, then goes through `autotune.load` (tuned, nearest tuned shape, or default config).
-One module per op family; `sum`, `max`, `min`, `abs` and `slice` shadow Python's builtins here,
+One module per op family; `sum`, `max`, `min`, `abs`, `round` and `slice` shadow Python's builtins here,
 as in numpy.
 """
 from .activations import clip, elu, hard_sigmoid, leaky_relu
@@ -20,9 +20,11 @@ from .conv import (
 from .elementwise import (
     abs,
     add,
+    ceil,
     div,
     erf,
     exp,
+    floor,
     gelu,
     hard_swish,
     log,
@@ -33,16 +35,19 @@ from .elementwise import (
     power,
     reciprocal,
     relu,
+    round,
     rsqrt,
     sigmoid,
+    sign,
     silu,
+    softplus,
     sqrt,
     sub,
     tanh,
     where,
 )
 from .linalg import PackedWeight, batch_matmul, conv2d, dense, matmul, pack_weight
-from .logic import cast, equal, greater, less, logical_not
+from .logic import cast, equal, greater, greater_equal, less, less_equal, logical_not
 from .movement import concat, embedding, expand, pad, permute, slice, take, transpose
 from .nn import attention, batch_norm, cross_entropy, instance_norm, layer_norm, log_softmax, rms_norm, softmax
 from .pooling import avg_pool2d, global_avg_pool, max_pool2d
@@ -60,6 +65,7 @@ __all__ = [
                    "batch_matmul",
                    "batch_norm",
                    "cast",
+                   "ceil",
                    "clip",
                    "concat",
                    "conv1d",
@@ -80,16 +86,19 @@ __all__ = [
                    "erf",
                    "exp",
                    "expand",
+                   "floor",
                    "fold_batch_norm",
                    "gelu",
                    "global_avg_pool",
                    "greater",
+                   "greater_equal",
                    "hard_sigmoid",
                    "hard_swish",
                    "instance_norm",
                    "layer_norm",
                    "leaky_relu",
                    "less",
+                   "less_equal",
                    "log",
                    "log_softmax",
                    "logical_not",
@@ -110,11 +119,14 @@ __all__ = [
                    "relu",
                    "resize",
                    "rms_norm",
+                   "round",
                    "rsqrt",
                    "sigmoid",
+                   "sign",
                    "silu",
                    "slice",
                    "softmax",
+                   "softplus",
                    "sqrt",
                    "sub",
                    "sum",

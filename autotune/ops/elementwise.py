@@ -70,6 +70,11 @@ abs = _make_unary("abs", False, "|x|.")  # numpy's name
 reciprocal = _make_unary("reciprocal", True, "1 / x.")
 erf = _make_unary("erf", True, "The error function erf(x).")
 hard_swish = _make_unary("hard_swish", True, "x * max(0, min(1, x/6 + 1/2)) (ONNX HardSwish).")
+floor = _make_unary("floor", True, "The largest whole number <= x.")
+ceil = _make_unary("ceil", True, "The smallest whole number >= x.")
+round = _make_unary("round", True, "The nearest whole number, halves to the even one (numpy's round).")  # numpy's name
+sign = _make_unary("sign", False, "1 above 0, -1 below, else x (0 or NaN).")
+softplus = _make_unary("softplus", True, "log(1 + exp(x)), without overflow for large x.")
 
 
 def _operand(op: str, name: str, v: Any, like: np.ndarray | None) -> np.ndarray:

@@ -1,4 +1,5 @@
-"""Ops with a bool or another output dtype: equal, less, greater (bool, numpy broadcasting),
+"""Ops with a bool or another output dtype: equal, less, greater, less_equal, greater_equal (bool,
+numpy broadcasting),
 logical_not (bool -> bool) and cast (numpy's astype to a dtype kernels support).
 
 Each checks its arguments, naming the op and the argument in every error, then runs the best
@@ -6,6 +7,7 @@ known kernel (`autotune.load`).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -25,16 +27,20 @@ def equal(a: Any, b: Any, db: Any = None) -> np.ndarray:
     return binary("equal", a, b, False, db, out_dtype=np.bool_)
 
 
-def less(a: Any, b: Any, db: Any = None) -> np.ndarray:
-    """a < b, a bool array; numpy broadcasting; a number operand takes the array's dtype."""
-    _numbers("less", ("a", a), ("b", b))
-    return binary("less", a, b, False, db, out_dtype=np.bool_)
+def _ordered(op: str, symbol: str) -> Callable[..., np.ndarray]:
+    def compare(a: Any, b: Any, db: Any = None) -> np.ndarray:
+        _numbers(op, ("a", a), ("b", b))
+        return binary(op, a, b, False, db, out_dtype=np.bool_)
+
+    compare.__name__ = compare.__qualname__ = op
+    compare.__doc__ = f"a {symbol} b, a bool array; numpy broadcasting; a number operand takes the array's dtype."
+    return compare
 
 
-def greater(a: Any, b: Any, db: Any = None) -> np.ndarray:
-    """a > b, a bool array; numpy broadcasting; a number operand takes the array's dtype."""
-    _numbers("greater", ("a", a), ("b", b))
-    return binary("greater", a, b, False, db, out_dtype=np.bool_)
+less = _ordered("less", "<")
+greater = _ordered("greater", ">")
+less_equal = _ordered("less_equal", "<=")
+greater_equal = _ordered("greater_equal", ">=")
 
 
 def logical_not(x: np.ndarray, db: Any = None) -> np.ndarray:

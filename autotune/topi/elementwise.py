@@ -116,6 +116,51 @@ def hard_sigmoid(x: te.Tensor, alpha: float, beta: float) -> te.Tensor:
     return elementwise(x, lambda v: _unit_clamp(_c(v, alpha) * v + _c(v, beta)), "hard_sigmoid")
 
 
+def floor(x: te.Tensor) -> te.Tensor:
+    float_only("floor", x)
+    return elementwise(x, te.floor, "floor")
+
+
+def ceil(x: te.Tensor) -> te.Tensor:
+    float_only("ceil", x)
+    return elementwise(x, te.ceil, "ceil")
+
+
+def round_half_even(x: te.Tensor) -> te.Tensor:
+    """x rounded to the nearest whole number, halves to the even one (numpy's round, ONNX Round):
+    floor(x) + 1 when the fraction is over 1/2, or exactly 1/2 with floor(x) odd."""
+    float_only("round", x)
+
+    def rounded(v: Expr) -> Expr:
+        low = te.floor(v)
+        fraction = v - low
+        odd = low - _c(v, 2.0) * te.floor(low * _c(v, 0.5))
+        up = te.if_then_else(fraction == _c(v, 0.5), odd == _c(v, 1.0), fraction > _c(v, 0.5))
+        return te.if_then_else(up, low + _c(v, 1.0), low)
+
+    return elementwise(x, rounded, "round")
+
+
+def sign(x: te.Tensor) -> te.Tensor:
+    """1 above 0, -1 below, else x itself (0, -0 or NaN), as numpy's sign."""
+    one, zero = te.const(1, x.dtype), _zero(x)
+    return elementwise(x, lambda v: te.if_then_else(v > zero, one, te.if_then_else(v < zero, -one, v)), "sign")
+
+
+def softplus(x: te.Tensor) -> te.Tensor:
+    """log(1 + exp(x)) as max(x, 0) + log1p(exp(-|x|)): no overflow for large x, and accurate for
+    very negative x, with log1p(e) = log(u) * e / (u - 1), u = 1 + e (e itself where u rounds to 1)."""
+    float_only("softplus", x)
+
+    def value(v: Expr) -> Expr:
+        e = te.exp(-te.abs(v))
+        u = _c(v, 1.0) + e
+        log1p = te.if_then_else(u == _c(v, 1.0), e, te.log(u) * e / (u - _c(v, 1.0)))
+        return te.maximum(v, _c(v, 0.0)) + log1p
+
+    return elementwise(x, value, "softplus")
+
+
 def hard_swish(x: te.Tensor) -> te.Tensor:
     """x * hard_sigmoid(x) with alpha 1/6, beta 1/2 (ONNX HardSwish, PyTorch's Hardswish)."""
     float_only("hard_swish", x)
@@ -260,6 +305,8 @@ def _compare(name: str, fn: Callable[[Expr, Expr], Expr], ordered: bool) -> Call
 equal = _compare("equal", lambda a, b: a == b, ordered=False)
 less = _compare("less", lambda a, b: a < b, ordered=True)
 greater = _compare("greater", lambda a, b: a > b, ordered=True)
+less_equal = _compare("less_equal", lambda a, b: a <= b, ordered=True)
+greater_equal = _compare("greater_equal", lambda a, b: a >= b, ordered=True)
 
 
 def expand(x: te.Tensor, out_shape: Sequence[int]) -> te.Tensor:

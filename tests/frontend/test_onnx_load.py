@@ -157,7 +157,8 @@ def test_a_model_whose_ops_mean_the_same_loads_at_the_nearest_supported_opset(op
 
 @pytest.mark.parametrize("nodes, opset, named", [
     ([helper.make_node("Softmax", ["x"], ["y"], name="sm")], 11, "Softmax ('sm') differs between opsets 11 and 13"),
-    ([helper.make_node("ArgMax", ["x"], ["y"], name="am")], 11, "ArgMax ('am')"),
+    ([helper.make_node("Split", ["x"], ["y", "z"], name="sp", axis=2, split=[2, 4])], 12, "Split ('sp')"),  # split: input
+    ([helper.make_node("Cast", ["x"], ["y"], name="ca", to=11, round_mode="up")], 28, "Cast ('ca')"),  # set, absent at 21
     ([helper.make_node("Unsqueeze", ["x"], ["y"], name="un", axes=[0])], 12, "Unsqueeze ('un')"),  # axes: input at 13
     ([helper.make_node("MaxPool", ["x"], ["y"], name="mp", kernel_shape=[2], strides=[2], pads=[0, 1], ceil_mode=1)],
      22, "MaxPool ('mp') means something else at opset 22"),                # its last window starts in the padding
@@ -166,6 +167,16 @@ def test_a_model_whose_ops_changed_is_refused_naming_them(nodes, opset: int, nam
     model = make_model(nodes, {"x": ((1, 2, 6), F)}, ["y"], opset=opset)
     with pytest.raises(ValueError, match=rf"opset {opset} is not supported .*{re.escape(named)}"):
         frontend.load(model)
+
+
+def test_an_attribute_added_later_and_left_unset_does_not_stop_a_restamp() -> None:
+    """ArgMax gained select_last_index at 12 and Cast round_mode at 25, each defaulting to the old
+    meaning: a node that leaves it unset loads at the nearest supported opset."""
+    nodes = [helper.make_node("ArgMax", ["x"], ["i"], axis=2), helper.make_node("Cast", ["x"], ["d"], to=11)]
+    for opset, nearest in ((11, 13), (28, 21)):
+        model = make_model(nodes, {"x": ((1, 2, 6), F)}, ["i", "d"], opset=opset)
+        graph = frontend.load(model)
+        assert graph.value("i").dtype == "int64" and graph.value("d").dtype == "float64", nearest
 
 
 def test_a_ceil_mode_pool_whose_windows_all_start_inside_loads_at_opset_22() -> None:

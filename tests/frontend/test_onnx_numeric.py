@@ -9,9 +9,13 @@ import sys
 import numpy as np
 import pytest
 from onnx import helper
+from onnx.reference import ReferenceEvaluator
+
+import autotune.frontend.onnx as frontend
 
 sys.path.insert(0, os.path.dirname(__file__))
-from onnx_helpers import check_against_ort, make_model, requires_templates
+from numpy_eval import run
+from onnx_helpers import check_against_ort, make_model, random_feeds, requires_templates
 
 F = np.float32
 rng = np.random.default_rng(1)
@@ -169,6 +173,25 @@ NEW = {
                                   coordinate_transformation_mode="align_corners",
                                   inits={"r": np.zeros(0, F), "sc": np.zeros(0, F), "sz": np.array([1, 2, 5, 7])}),
                       ("resize",)),
+    "prelu_channel_slope": (lambda: one("PRelu", [(2, 3, 5, 7)], inits={"s": w(3, 1, 1)}), ("less", "mul", "where")),
+    "shrink": (lambda: one("Shrink", [(3, 37)], lambd=0.7, bias=0.2), ("greater", "less", "sub", "add", "where")),
+    "mish": (lambda: one("Mish", [(3, 37)], opset=18), ("softplus", "tanh", "mul")),
+    "celu": (lambda: one("Celu", [(3, 37)], alpha=0.6), ("div", "elu", "mul")),
+    "selu_softsign": (lambda: make_model([helper.make_node("Selu", ["x"], ["s"], alpha=1.5),
+                                          helper.make_node("Softsign", ["s"], ["y"])], {"x": ((3, 37), F)}, ["y"]),
+                      ("elu", "mul", "abs", "add", "div")),
+    "thresholded_relu_round": (lambda: make_model([helper.make_node("ThresholdedRelu", ["x"], ["t"], alpha=0.3),
+                                                   helper.make_node("Round", ["t"], ["y"])], {"x": ((3, 37), F)},
+                                                  ["y"]), ("greater", "where", "round")),
+    "global_max_pool_3d": (lambda: one("GlobalMaxPool", [(2, 3, 5, 4, 7)]), ("max",)),
+    "tile": (lambda: one("Tile", [(2, 3, 5)], inits={"r": np.array([3, 1, 2])}), ("expand",)),
+    "depth_to_space_crd": (lambda: one("DepthToSpace", [(2, 12, 3, 5)], blocksize=2, mode="CRD"), ("transpose",)),
+    "depth_to_space_dcr": (lambda: one("DepthToSpace", [(1, 18, 2, 3)], blocksize=3), ("transpose",)),
+    "space_to_depth": (lambda: one("SpaceToDepth", [(2, 3, 6, 4)], blocksize=2), ("transpose",)),
+    "mean_variance_norm_axes": (lambda: one("MeanVarianceNormalization", [(3, 5, 7)], axes=[1, 2]),
+                                ("mean", "var", "sqrt", "add", "sub", "div")),
+    "group_norm_per_channel": (lambda: one("GroupNormalization", [(2, 6, 5, 3)], opset=21, num_groups=3,
+                                           inits={"s": w(6), "b": w(6)}), ("instance_norm", "mul", "add")),
     "resize_cubic_antialias_scales": (lambda: one("Resize", [(1, 2, 11, 13)], opset=19, mode="cubic", antialias=1,
                                                   inits={"r": np.zeros(0, F), "sc": np.array([1, 1, 0.37, 1.6], F)}),
                                       ("resample",)),
@@ -213,3 +236,17 @@ def test_pow_of_integers_is_exact_and_truncates() -> None:
     model = make_model(nodes, {"a": ((3, 5), np.int32), "n": ((5,), np.int32), "b": ((7,), np.int64),
                                "e": ((1,), F)}, ["p", "q"], opset=15)
     check_against_ort(model, feeds=feeds, rtol=0, atol=0)
+
+
+@requires_templates("instance_norm", "mul", "add", "relu")
+def test_group_norm_per_group_feeds_the_ops_after_it() -> None:
+    """Opset 18's scale and bias of one value per group; onnx's inference gives GroupNormalization
+    no output shape (nor the Relu after it): the frontend takes the input's."""
+    nodes = [helper.make_node("GroupNormalization", ["x", "s", "b"], ["g"], num_groups=2, epsilon=1e-3),
+             helper.make_node("Relu", ["g"], ["y"])]
+    model = make_model(nodes, {"x": ((2, 6, 5, 3), F)}, ["y"], {"s": w(2), "b": w(2)}, 18)
+    graph = frontend.load(model)
+    assert graph.value("g").shape == graph.value("y").shape == (2, 6, 5, 3)
+    feeds = random_feeds(model)
+    (want,) = ReferenceEvaluator(model).run(None, feeds)
+    np.testing.assert_allclose(run(graph, feeds)["y"], want, rtol=1e-4, atol=1e-5)

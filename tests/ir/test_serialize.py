@@ -67,12 +67,14 @@ CPU_SHAPES = {
     **{op: dict(shape=(5, 37)) for op in ("erf", "hard_swish", "leaky_relu", "elu", "hard_sigmoid")},
     "clip": dict(shape=(5, 37), lo=-1.0, hi=float("inf")), "logical_not": dict(shape=(5, 37), dtype="bool"),
     "cast": dict(shape=(5, 37), to="int64"), "expand": dict(shape=(37, 1), out_shape=(3, 37, 13)),
-    **{op: dict(a_shape=(5, 37), b_shape=(37,)) for op in ("equal", "less", "greater")},
+    **{op: dict(a_shape=(5, 37), b_shape=(37,)) for op in ("equal", "less", "greater", "less_equal", "greater_equal")},
+    **{op: dict(shape=(5, 37)) for op in ("floor", "ceil", "round", "sign", "softplus")},
     "conv_transpose2d": dict(N=1, C=6, H=7, W=9, F=4, KH=3, KW=3, stride=2, padding=1, output_padding=1,
                              dilation=1, groups=2),
     "instance_norm": dict(shape=(2, 3, 7, 9), eps=1e-5),
     "resize": dict(shape=(1, 2, 7, 9), out_shape=(1, 2, 13, 17), mode="linear", coord="half_pixel",
                    nearest="round_prefer_floor"),
+    "resample": dict(shape=(1, 2, 7, 9), axis=3, out_extent=5, taps=6, extrapolate=1, fill=-1.5),
 }
 CUDA_CASES = [
     ("matmul", dict(M=67, N=45, K=39)), ("softmax", dict(M=37, N=149)), ("layer_norm", dict(M=37, N=149)),

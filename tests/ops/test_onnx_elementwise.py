@@ -1,5 +1,6 @@
 """The elementwise ops ONNX models need (erf, leaky_relu, elu, hard_sigmoid, hard_swish, clip,
-logical_not, cast, equal/less/greater, expand): several configs of each template vs numpy on odd
+floor, ceil, round, sign, softplus, logical_not, cast, equal/less/greater/less_equal/greater_equal,
+expand): several configs of each template vs numpy on odd
 shapes, each op vs onnx's reference evaluator, float parameters that are infinities and word
 parameters through keys, the database and the command line, and bad input."""
 import math
@@ -28,7 +29,8 @@ def rand(*shape, dtype="float32", scale=3.0):
 @pytest.mark.parametrize("op, params", [
     ("erf", {}), ("hard_swish", {}), ("leaky_relu", {"alpha": 0.1}), ("elu", {"alpha": 0.7}),
     ("hard_sigmoid", {"alpha": 0.3, "beta": 0.4}), ("clip", {"lo": -0.25, "hi": math.inf}),
-    ("clip", {"lo": 0.5, "hi": -0.5}), ("expand", {"out_shape": (2, 3, 7, 37)}),
+    ("clip", {"lo": 0.5, "hi": -0.5}), ("expand", {"out_shape": (2, 3, 7, 37)}), ("floor", {}), ("ceil", {}),
+    ("round", {}), ("sign", {}), ("softplus", {}),
 ])
 def test_unary_templates_match_numpy_at_several_configs(check_configs, op, params):
     shape = (3, 1, 37) if op == "expand" else SHAPE
@@ -52,6 +54,8 @@ def test_unary_templates_match_numpy_at_several_configs(check_configs, op, param
     # integer division truncates toward zero (C, ONNX); a zero divisor (inputs in [-8, 8]) gives 0, never a trap
     ("div", "int32", {"a_shape": (5, 37), "b_shape": (37,)}), ("div", "int8", {"a_shape": (5, 37), "b_shape": (5, 1)}),
     ("div", "uint16", {"a_shape": (5, 37), "b_shape": (5, 37)}),
+    ("less_equal", "int32", {"a_shape": (5, 37), "b_shape": (37,)}),
+    ("greater_equal", "uint8", {"a_shape": (5, 1, 37), "b_shape": (3, 1)}), ("sign", "int16", {"shape": SHAPE}),
 ])
 def test_templates_with_other_dtypes_match_numpy_exactly(check_configs, op, dtype, params):
     check_configs(op, dtype=dtype, exact=True, **params)
@@ -62,6 +66,8 @@ ONNX_UNARY = [
     ("LeakyRelu", {"alpha": 0.2}, ops.leaky_relu, {"alpha": 0.2}), ("Elu", {"alpha": 0.5}, ops.elu, {"alpha": 0.5}),
     ("HardSigmoid", {"alpha": 0.25, "beta": 0.6}, ops.hard_sigmoid, {"alpha": 0.25, "beta": 0.6}),
     ("LeakyRelu", {}, ops.leaky_relu, {}), ("Elu", {}, ops.elu, {}), ("HardSigmoid", {}, ops.hard_sigmoid, {}),
+    ("Floor", {}, ops.floor, {}), ("Ceil", {}, ops.ceil, {}), ("Sign", {}, ops.sign, {}),
+    ("Softplus", {}, ops.softplus, {}),
 ]
 
 
@@ -71,6 +77,15 @@ def test_activations_follow_onnx(onnx_op, attrs, fn, kwargs):
     x = rand(5, 37)
     (want,) = run_node(onnx_op, [x], **attrs)
     np.testing.assert_allclose(fn(x, **kwargs), want, rtol=2e-6, atol=2e-6)
+
+
+def test_round_takes_halves_to_even_and_softplus_never_overflows():
+    x = np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 0.49999997, -0.49999997, 1e7 + 0.5, np.nan, -np.inf, 3.7],
+                 np.float32)
+    (want,) = run_node("Round", [x])
+    np.testing.assert_array_equal(ops.round(x), want)
+    big = np.array([-200.0, -30.0, 0.0, 30.0, 100.0, 1e30], np.float32)
+    np.testing.assert_allclose(ops.softplus(big), np.logaddexp(big, np.float32(0)), rtol=1e-6)
 
 
 @pytest.mark.parametrize("bounds", [(-0.5, 0.75), (None, 0.75), (-0.5, None), (None, None), (1.0, -1.0)])
@@ -84,7 +99,8 @@ def test_clip_follows_onnx_with_absent_bounds(bounds):
 
 def test_comparisons_not_and_cast_follow_onnx():
     a, b = np.round(rand(5, 1, 37)), np.round(rand(3, 1))
-    for onnx_op, fn in (("Equal", ops.equal), ("Less", ops.less), ("Greater", ops.greater)):
+    for onnx_op, fn in (("Equal", ops.equal), ("Less", ops.less), ("Greater", ops.greater),
+                        ("LessOrEqual", ops.less_equal), ("GreaterOrEqual", ops.greater_equal)):
         (want,) = run_node(onnx_op, [a, b])
         got = fn(a, b)
         assert got.dtype == np.bool_ and got.shape == want.shape and np.array_equal(got, want), onnx_op

@@ -58,6 +58,11 @@ UNARY: dict[str, tuple[Callable[[te.Tensor], te.Tensor], Callable[[np.ndarray], 
     "reciprocal": (topi.reciprocal, lambda x: 1 / x, "1 / x"),
     "erf": (topi.erf, _erf, "the error function erf(x)"),
     "hard_swish": (topi.hard_swish, lambda x: x * np.clip(x / 6 + 0.5, 0, 1), "x * max(0, min(1, x/6 + 1/2))"),
+    "floor": (topi.floor, np.floor, "largest whole number <= x"),
+    "ceil": (topi.ceil, np.ceil, "smallest whole number >= x"),
+    "round": (topi.round_half_even, np.round, "nearest whole number, halves to even"),
+    "sign": (topi.sign, np.sign, "-1, 0 or 1 by the sign of x"),
+    "softplus": (topi.softplus, lambda x: np.logaddexp(x, 0), "log(1 + exp(x))"),
 }
 
 BINARY: dict[str, tuple[Callable[..., te.Tensor], Callable[..., Any]]] = {

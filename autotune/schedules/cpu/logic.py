@@ -1,9 +1,10 @@
-"""Ops whose output dtype is not the input's, on the CPU: comparisons (equal, less, greater: bool
-out), logical_not (bool in and out) and cast (to the dtype `to`); one template per op, each
-scheduled by the generic injective schedule.
+"""Ops whose output dtype is not the input's, on the CPU: comparisons (equal, less, greater,
+less_equal, greater_equal: bool out), logical_not (bool in and out) and cast (to the dtype `to`);
+one template per op, each scheduled by the generic injective schedule.
 
 The template dtype is the input dtype. Comparisons take `a_shape` and `b_shape`, broadcast by
-numpy's rules (ONNX Equal/Less/Greater); less and greater need number tensors. cast takes `shape`
+numpy's rules (ONNX Equal/Less/Greater/LessOrEqual/GreaterOrEqual); the ordered ones need number
+tensors. cast takes `shape`
 and `to`, a dtype name: numpy's astype (floats to ints truncate toward zero; nonzero is True).
 """
 from __future__ import annotations
@@ -22,6 +23,7 @@ from .elementwise import as_shape
 
 COMPARISONS: dict[str, tuple[Callable[..., te.Tensor], Callable[..., np.ndarray]]] = {
     "equal": (topi.equal, np.equal), "less": (topi.less, np.less), "greater": (topi.greater, np.greater),
+    "less_equal": (topi.less_equal, np.less_equal), "greater_equal": (topi.greater_equal, np.greater_equal),
 }
 
 
