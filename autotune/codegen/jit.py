@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import llvmlite.binding as llvm
 
 from ..errors import BuildError
+from .elf_symbols import undefined_symbols
 
 
 @dataclass(frozen=True)
@@ -149,7 +150,21 @@ def compile_ir(ir_text: str, entry: str) -> Compiled:
     module = _parse_optimized(ir_text, entry)
     optimized = str(module)
     engine = _engine(module)
-    return Compiled(engine, _entry_address(engine, entry), optimized)
+    objects: list[bytes] = []
+    engine.set_object_cache(lambda _module, obj: objects.append(bytes(obj)))
+    address = _entry_address(engine, entry)
+    for obj in objects:
+        check_resolvable(obj, entry)
+    return Compiled(engine, address, optimized)
+
+
+def check_resolvable(obj: bytes, entry: str) -> None:
+    """A BuildError naming each function `obj` calls that no loaded library provides (LLVM lowers
+    some operations to runtime-library calls: the kernel would crash on reaching one)."""
+    missing = [name for name in undefined_symbols(obj) or () if not llvm.address_of_symbol(name)]
+    if missing:
+        raise BuildError(f"{entry} calls {', '.join(missing)}, which no library loaded in this process provides "
+                         "(LLVM lowered an operation to a runtime-library call)")
 
 
 def emit_object(ir_text: str, entry: str = "module") -> bytes:
@@ -168,7 +183,8 @@ def load_object(obj: bytes, entry: str) -> Compiled:
     The caller vouches that the bytes are intact object code for this host: LLVM does not
     validate them and crashes on garbage (module.py checks a hash first).
     """
-    host()
+    host()                      # LLVM initialised, libgomp loaded
+    check_resolvable(obj, entry)
     empty = llvm.parse_assembly("")
     empty.triple = host().triple
     engine = _engine(empty)
