@@ -21,10 +21,12 @@ def _float_input(b: Builder, x: str) -> None:
 
 @converts("PRelu")
 def _prelu(b: Builder, node: Any, attrs: Attrs) -> None:
-    """slope * x where x < 0 else x (the slope broadcasts to x)."""
+    """x * (slope where x < 0 else 1): one chain from the comparison, which fusion makes one kernel
+    (slope * x where x < 0 else x would be two branches from x)."""
     x, slope = node.input
     negative = binary(b, "less", x, scalar(b, 0, b.dtype(x), "zero"), dtype="bool")
-    where(b, negative, binary(b, "mul", x, like(b, slope, b.dtype(x))), x, out=b.out())
+    factor = where(b, negative, like(b, slope, b.dtype(x)), scalar(b, 1, b.dtype(x), "one"))
+    binary(b, "mul", x, factor, out=b.out())
 
 
 @converts("Softsign")

@@ -14,6 +14,7 @@ from typing import Any
 
 from .. import te
 from ..schedules.cpu.elementwise import BINARY, UNARY
+from ..schedules.cpu.logic import COMPARISONS
 from ..te.expr import Expr, TensorLoad
 from ..te.tensor import ComputeOp, Tensor
 from ..te.traversal import substitute, transform
@@ -38,7 +39,7 @@ def _reduce(f: Callable[..., Tensor]) -> Compute:
 COMPUTES: dict[str, Compute] = {
     **{op: _unary(f) for op, (f, _, _) in UNARY.items()},
     **{op: _binary(f) for op, (f, _) in BINARY.items()},
-    "equal": _binary(ew.equal), "less": _binary(ew.less), "greater": _binary(ew.greater),
+    **{op: _binary(f) for op, (f, _) in COMPARISONS.items()},
     "where": lambda node, xs: ew.where(xs[0], xs[1], xs[2]),
     "leaky_relu": lambda node, xs: ew.leaky_relu(xs[0], node.params["alpha"]),
     "elu": lambda node, xs: ew.elu(xs[0], node.params["alpha"]),

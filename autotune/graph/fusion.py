@@ -20,15 +20,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..schedules.cpu.elementwise import BINARY, UNARY
+from ..schedules.cpu.logic import COMPARISONS
 from .ir import Graph, Node
 
 ELEMWISE, BROADCAST, INJECTIVE, REDUCTION, OUT_EWISE, OPAQUE = (
     "elemwise", "broadcast", "injective", "reduction", "out_ewise_fusable", "opaque")
 
-_UNARY = ("relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "neg", "abs",
-          "reciprocal", "erf", "hard_swish", "leaky_relu", "elu", "hard_sigmoid", "clip", "cast")
-_BINARY = ("add", "sub", "mul", "div", "maximum", "minimum", "power", "where", "equal", "less", "greater",
-           "batch_norm")       # batch norm: x with per-channel constants broadcast
+_UNARY = (*UNARY, "leaky_relu", "elu", "hard_sigmoid", "clip", "cast")
+_BINARY = (*BINARY, "where", *COMPARISONS, "batch_norm")       # batch norm: x with per-channel constants broadcast
 KINDS: dict[str, str] = {
     **dict.fromkeys(_UNARY, ELEMWISE), **dict.fromkeys(_BINARY, BROADCAST),
     **dict.fromkeys(("transpose", "expand", "pad", "concat", "slice", "take"), INJECTIVE),

@@ -205,6 +205,17 @@ def test_a_group_that_cannot_be_one_computation_runs_its_nodes_one_by_one():
     np.testing.assert_array_equal(compile_model(g)(xv)[0], want)
 
 
+def test_composed_activations_are_one_kernel_each():
+    """Mish (softplus, tanh, mul) and PRelu (less, where, mul) import as pointwise chains, each
+    fused into one kernel, which runs what onnxruntime does."""
+    for op, inputs, consts in (("Mish", ["x"], {}), ("PRelu", ["x", "slope"], {"slope": rand(3, 1, 1)})):
+        model = onnx_model([helper.make_node(op, inputs, ["y"], op)], [("x", [2, 3, 7, 11])], "y", consts)
+        model.opset_import[0].version = 18
+        fusion = fuse(frontend.load(model))
+        assert [len(g.ops) for g in fusion.groups] == [3], op
+        check_against_ort(model, compile_model(model))
+
+
 def test_pattern_kinds_come_from_one_table():
     def node(op, outputs=1):
         return Node("n", op, ("a",), tuple(f"o{i}" for i in range(outputs)))
