@@ -51,7 +51,8 @@ _HELPER = {BinOp.MAX: "at_max", BinOp.MIN: "at_min", BinOp.FLOORDIV: "at_floordi
 # intrinsic -> (float32 spelling, float64 spelling)
 _MATH = {"exp": ("expf", "exp"), "log": ("logf", "log"), "sqrt": ("sqrtf", "sqrt"), "rsqrt": ("rsqrtf", "rsqrt"),
          "tanh": ("tanhf", "tanh"), "erf": ("erff", "erf"), "fabs": ("fabsf", "fabs"), "floor": ("floorf", "floor"),
-         "ceil": ("ceilf", "ceil"), "pow": ("powf", "pow"), "sigmoid": ("at_sigmoid", "at_sigmoid")}
+         "ceil": ("ceilf", "ceil"), "pow": ("powf", "pow"), "sigmoid": ("at_sigmoid", "at_sigmoid"),
+         "sin": ("sinf", "sin"), "cos": ("cosf", "cos")}
 INDEX_TAGS = frozenset(f"{p}.{a}" for p in ("threadIdx", "blockIdx") for a in "xyz")   # CUDA's own names
 # names a variable or buffer must not take: C/C++ keywords, CUDA built-ins, the math functions
 RESERVED = frozenset((

@@ -6,6 +6,7 @@ Only compilation lives here; what the IR says is `llvm.py`'s business and how it
 """
 from __future__ import annotations
 
+import ctypes
 import ctypes.util
 import functools
 import os
@@ -161,7 +162,9 @@ def compile_ir(ir_text: str, entry: str) -> Compiled:
 def check_resolvable(obj: bytes, entry: str) -> None:
     """A BuildError naming each function `obj` calls that no loaded library provides (LLVM lowers
     some operations to runtime-library calls: the kernel would crash on reaching one)."""
-    missing = [name for name in undefined_symbols(obj) or () if not llvm.address_of_symbol(name)]
+    process = ctypes.CDLL(None)      # the names MCJIT also finds: libm's, which LLVM's own search lacks
+    missing = [name for name in undefined_symbols(obj) or ()
+               if not llvm.address_of_symbol(name) and not hasattr(process, name)]
     if missing:
         raise BuildError(f"{entry} calls {', '.join(missing)}, which no library loaded in this process provides "
                          "(LLVM lowered an operation to a runtime-library call)")

@@ -16,7 +16,7 @@ from .builder import Attrs, Builder, allowed, converts
 UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Exp": "exp", "Log": "log", "Sqrt": "sqrt",
          "Neg": "neg", "Abs": "abs", "Reciprocal": "reciprocal", "Erf": "erf", "HardSwish": "hard_swish",
          "Not": "logical_not", "Floor": "floor", "Ceil": "ceil", "Round": "round", "Sign": "sign",
-         "Softplus": "softplus"}
+         "Softplus": "softplus", "Sin": "sin", "Cos": "cos"}
 BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div"}
 COMPARE = {"Equal": "equal", "Less": "less", "Greater": "greater", "LessOrEqual": "less_equal",
            "GreaterOrEqual": "greater_equal"}

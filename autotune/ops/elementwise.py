@@ -75,6 +75,8 @@ ceil = _make_unary("ceil", True, "The smallest whole number >= x.")
 round = _make_unary("round", True, "The nearest whole number, halves to the even one (numpy's round).")  # numpy's name
 sign = _make_unary("sign", False, "1 above 0, -1 below, else x (0 or NaN).")
 softplus = _make_unary("softplus", True, "log(1 + exp(x)), without overflow for large x.")
+sin = _make_unary("sin", True, "Sine.")
+cos = _make_unary("cos", True, "Cosine.")
 
 
 def _operand(op: str, name: str, v: Any, like: np.ndarray | None) -> np.ndarray:

@@ -20,6 +20,7 @@ _NP_COMPARE = {CmpOp.LT: np.less, CmpOp.LE: np.less_equal, CmpOp.GT: np.greater,
 _NP_CALL: dict[str, Callable[..., Any]] = {
     "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x), "tanh": np.tanh,
     "sigmoid": lambda x: 1 / (1 + np.exp(-x)), "fabs": np.abs, "floor": np.floor, "ceil": np.ceil,
+    "sin": np.sin, "cos": np.cos,
     "pow": np.power, "erf": lambda x: np.vectorize(math.erf, otypes=[np.float64])(x).astype(x.dtype),
 }
 _NP_REDUCE: dict[str, Callable[..., Any]] = {"sum": np.sum, "max": np.max, "min": np.min}

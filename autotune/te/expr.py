@@ -296,7 +296,7 @@ class Reduce(Expr):
 # Math intrinsics: name -> number of arguments. Backends map each name to their own function.
 INTRINSICS = {
     "exp": 1, "log": 1, "sqrt": 1, "rsqrt": 1, "tanh": 1, "sigmoid": 1, "erf": 1,
-    "fabs": 1, "floor": 1, "ceil": 1, "pow": 2,
+    "fabs": 1, "floor": 1, "ceil": 1, "pow": 2, "sin": 1, "cos": 1,
 }
 
 

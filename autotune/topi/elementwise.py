@@ -85,6 +85,8 @@ sqrt = _unary_call("sqrt", te.sqrt)
 rsqrt = _unary_call("rsqrt", te.rsqrt)
 reciprocal = _unary_call("reciprocal", lambda v: 1.0 / v)
 erf = _unary_call("erf", te.erf)
+sin = _unary_call("sin", te.sin)
+cos = _unary_call("cos", te.cos)
 
 
 # -- parameterised activations (ONNX's LeakyRelu, Elu, HardSigmoid, HardSwish, Clip) ----------------

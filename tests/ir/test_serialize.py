@@ -68,7 +68,7 @@ CPU_SHAPES = {
     "clip": dict(shape=(5, 37), lo=-1.0, hi=float("inf")), "logical_not": dict(shape=(5, 37), dtype="bool"),
     "cast": dict(shape=(5, 37), to="int64"), "expand": dict(shape=(37, 1), out_shape=(3, 37, 13)),
     **{op: dict(a_shape=(5, 37), b_shape=(37,)) for op in ("equal", "less", "greater", "less_equal", "greater_equal")},
-    **{op: dict(shape=(5, 37)) for op in ("floor", "ceil", "round", "sign", "softplus")},
+    **{op: dict(shape=(5, 37)) for op in ("floor", "ceil", "round", "sign", "softplus", "sin", "cos")},
     "conv_transpose2d": dict(N=1, C=6, H=7, W=9, F=4, KH=3, KW=3, stride=2, padding=1, output_padding=1,
                              dilation=1, groups=2),
     "instance_norm": dict(shape=(2, 3, 7, 9), eps=1e-5),

@@ -1,5 +1,5 @@
 """The elementwise ops ONNX models need (erf, leaky_relu, elu, hard_sigmoid, hard_swish, clip,
-floor, ceil, round, sign, softplus, logical_not, cast, equal/less/greater/less_equal/greater_equal,
+floor, ceil, round, sign, softplus, sin, cos, logical_not, cast, equal/less/greater/less_equal/greater_equal,
 expand): several configs of each template vs numpy on odd
 shapes, each op vs onnx's reference evaluator, float parameters that are infinities and word
 parameters through keys, the database and the command line, and bad input."""
@@ -30,7 +30,7 @@ def rand(*shape, dtype="float32", scale=3.0):
     ("erf", {}), ("hard_swish", {}), ("leaky_relu", {"alpha": 0.1}), ("elu", {"alpha": 0.7}),
     ("hard_sigmoid", {"alpha": 0.3, "beta": 0.4}), ("clip", {"lo": -0.25, "hi": math.inf}),
     ("clip", {"lo": 0.5, "hi": -0.5}), ("expand", {"out_shape": (2, 3, 7, 37)}), ("floor", {}), ("ceil", {}),
-    ("round", {}), ("sign", {}), ("softplus", {}),
+    ("round", {}), ("sign", {}), ("softplus", {}), ("sin", {}), ("cos", {}),
 ])
 def test_unary_templates_match_numpy_at_several_configs(check_configs, op, params):
     shape = (3, 1, 37) if op == "expand" else SHAPE
@@ -67,7 +67,7 @@ ONNX_UNARY = [
     ("HardSigmoid", {"alpha": 0.25, "beta": 0.6}, ops.hard_sigmoid, {"alpha": 0.25, "beta": 0.6}),
     ("LeakyRelu", {}, ops.leaky_relu, {}), ("Elu", {}, ops.elu, {}), ("HardSigmoid", {}, ops.hard_sigmoid, {}),
     ("Floor", {}, ops.floor, {}), ("Ceil", {}, ops.ceil, {}), ("Sign", {}, ops.sign, {}),
-    ("Softplus", {}, ops.softplus, {}),
+    ("Softplus", {}, ops.softplus, {}), ("Sin", {}, ops.sin, {}), ("Cos", {}, ops.cos, {}),
 ]
 
 

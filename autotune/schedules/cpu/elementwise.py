@@ -63,6 +63,8 @@ UNARY: dict[str, tuple[Callable[[te.Tensor], te.Tensor], Callable[[np.ndarray], 
     "round": (topi.round_half_even, np.round, "nearest whole number, halves to even"),
     "sign": (topi.sign, np.sign, "-1, 0 or 1 by the sign of x"),
     "softplus": (topi.softplus, lambda x: np.logaddexp(x, 0), "log(1 + exp(x))"),
+    "sin": (topi.sin, np.sin, "sine"),
+    "cos": (topi.cos, np.cos, "cosine"),
 }
 
 BINARY: dict[str, tuple[Callable[..., te.Tensor], Callable[..., Any]]] = {

@@ -14,9 +14,9 @@ _OPS_OF_MODULE: dict[str, tuple[str, ...]] = {
     "nn": ("layer_norm", "log_softmax", "rms_norm", "softmax"),
     "conv2d": ("conv2d",),
     "attention": ("attention",),
-    "elementwise": ("abs", "add", "ceil", "div", "erf", "exp", "floor", "gelu", "gelu_tanh", "hard_swish", "log",
-                    "maximum", "minimum", "mul", "neg", "power", "reciprocal", "relu", "round", "rsqrt", "sigmoid",
-                    "sign", "silu", "softplus", "sqrt", "sub", "tanh", "where"),
+    "elementwise": ("abs", "add", "ceil", "cos", "div", "erf", "exp", "floor", "gelu", "gelu_tanh", "hard_swish",
+                    "log", "maximum", "minimum", "mul", "neg", "power", "reciprocal", "relu", "round", "rsqrt",
+                    "sigmoid", "sign", "silu", "sin", "softplus", "sqrt", "sub", "tanh", "where"),
 }
 MODULE_OF_OP: dict[str, str] = {op: module for module, ops in _OPS_OF_MODULE.items() for op in ops}
 
