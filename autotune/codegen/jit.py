@@ -159,12 +159,18 @@ def compile_ir(ir_text: str, entry: str) -> Compiled:
     return Compiled(engine, address, optimized)
 
 
+@functools.cache
+def _process() -> ctypes.CDLL:
+    """The process's own symbols (dlopen(NULL)): the names MCJIT also finds, libm's among them,
+    which LLVM's own search lacks."""
+    return ctypes.CDLL(None)
+
+
 def check_resolvable(obj: bytes, entry: str) -> None:
     """A BuildError naming each function `obj` calls that no loaded library provides (LLVM lowers
     some operations to runtime-library calls: the kernel would crash on reaching one)."""
-    process = ctypes.CDLL(None)      # the names MCJIT also finds: libm's, which LLVM's own search lacks
     missing = [name for name in undefined_symbols(obj) or ()
-               if not llvm.address_of_symbol(name) and not hasattr(process, name)]
+               if not llvm.address_of_symbol(name) and not hasattr(_process(), name)]
     if missing:
         raise BuildError(f"{entry} calls {', '.join(missing)}, which no library loaded in this process provides "
                          "(LLVM lowered an operation to a runtime-library call)")

@@ -112,8 +112,7 @@ def _variadic(b: Builder, node: Any, attrs: Attrs) -> None:
         last = k == len(xs) and not mean
         acc = binary(b, VARIADIC[node.op_type], acc, x, out=b.out() if last else None)
     if mean:
-        count = b.constant(np.asarray([1.0 / len(xs)], dtype=b.dtype(acc)), "inverse_count")
-        binary(b, "mul", acc, count, out=b.out())
+        binary(b, "mul", acc, scalar(b, 1.0 / len(xs), b.dtype(acc), "inverse_count"), out=b.out())
 
 
 def where(b: Builder, c: str, x: str, y: str, out: str | None = None) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from .builder import Attrs, Builder, converts
-from .onnx_ops import binary, f32
+from .onnx_ops import binary, f32, scalar
 
 
 def _extra_outputs(node: Any, names: str) -> list[str]:
@@ -51,8 +51,7 @@ def _layer_norm(b: Builder, node: Any, attrs: Attrs) -> None:
     if len(node.output) > 1 and node.output[1]:
         b.kernel_out("mean", [rows], stats, (M, 1), index=1)
     if len(node.output) > 2 and node.output[2]:
-        shifted = binary(b, "add", b.kernel("var", [rows], stats, (M, 1)),
-                         b.constant(np.asarray([eps], dtype=dtype), "epsilon"))
+        shifted = binary(b, "add", b.kernel("var", [rows], stats, (M, 1)), scalar(b, eps, dtype, "epsilon"))
         b.kernel_out("rsqrt", [shifted], {"shape": (M, 1)}, (M, 1), index=2)
 
 
@@ -80,8 +79,8 @@ def _batch_norm(b: Builder, node: Any, attrs: Attrs) -> None:
         momentum = f32(attrs.get("momentum", 0.9))
         for index, (running, batch) in enumerate(((mean, batch_mean), (var, batch_var)), start=1):
             if len(node.output) > index and node.output[index]:
-                old = binary(b, "mul", running, b.constant(np.asarray([momentum], b.dtype(x)), "momentum"))
-                new = binary(b, "mul", batch, b.constant(np.asarray([1 - momentum], b.dtype(x)), "one_minus_momentum"))
+                old = binary(b, "mul", running, scalar(b, momentum, b.dtype(x), "momentum"))
+                new = binary(b, "mul", batch, scalar(b, 1 - momentum, b.dtype(x), "one_minus_momentum"))
                 binary(b, "add", old, new, out=b.out(index))
         mean, var = batch_mean, batch_var
     params = {"N": N, "C": C, "H": H, "W": W, "eps": f32(attrs.get("epsilon", 1e-5))}
@@ -117,7 +116,7 @@ def _mean_variance_norm(b: Builder, node: Any, attrs: Attrs) -> None:
     kept = tuple(1 if d in axes else n for d, n in enumerate(shape))
     mean, var = (b.kernel(op, [x], stats, kept) for op in ("mean", "var"))
     std = b.kernel("sqrt", [var], {"shape": kept}, kept)
-    denominator = binary(b, "add", std, b.constant(np.asarray([1e-9], dtype), "epsilon"))
+    denominator = binary(b, "add", std, scalar(b, 1e-9, dtype, "epsilon"))
     binary(b, "div", binary(b, "sub", x, mean), denominator, out=b.out())
 
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..dtype import is_float
 from ..topi import resample as tables
-from ..topi.resize import COORDS as EXACT_COORDS, NEAREST
+from ..topi.resize import NEAREST
 from .builder import Attrs, Builder, allowed, converts
 from .onnx_ops import f32
 
@@ -80,9 +80,7 @@ def _resize(b: Builder, node: Any, attrs: Attrs) -> None:
     ratio_scales = all(math.isclose(s, o / i, rel_tol=1e-6) for s, i, o in zip(scales, shape, out_shape))
     if ratio_scales and coord == "half_pixel_symmetric":
         coord = "half_pixel"          # the same coordinates when the scale is the size ratio
-    one_pass = (mode != "cubic" and coord in EXACT_COORDS and ratio_scales and not attrs.get("antialias", 0)
-                and not (mode == "nearest" and attrs.get("exclude_outside", 0)))
-    if one_pass:
+    if ratio_scales and tables.one_pass(mode, coord, attrs.get("antialias", 0), attrs.get("exclude_outside", 0)):
         params = {"shape": shape, "out_shape": out_shape, "mode": mode, "coord": coord, "nearest": nearest}
         b.kernel_out("resize", [x], params, out_shape)
         return

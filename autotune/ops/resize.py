@@ -15,11 +15,9 @@ from typing import Any
 import numpy as np
 
 from ..runtime import load
-from ..topi.resample import resize_tables
+from ..topi.resample import MODES, one_pass, resize_tables
 from ..topi.resize import COORDS, NEAREST
 from .checks import arrays as checked_arrays, float_dtype
-
-MODES = ("nearest", "linear", "cubic")
 
 
 def resize(x: np.ndarray, out_shape: Sequence[int], mode: str = "nearest", coord: str = "half_pixel",
@@ -35,7 +33,7 @@ def resize(x: np.ndarray, out_shape: Sequence[int], mode: str = "nearest", coord
             raise ValueError(f"resize: argument {name} must be one of {', '.join(allowed)}, got {value!r}")
     if antialias and mode == "nearest":
         raise ValueError("resize: argument antialias applies to modes linear and cubic, not nearest")
-    tables = mode == "cubic" or antialias or (mode == "nearest" and exclude_outside)
+    tables = not one_pass(mode, coord, antialias, exclude_outside)
     if mode != "nearest" or tables:
         float_dtype("resize", dtype)
     if x.ndim == 0 or x.size == 0:

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from .. import te
+from .resize import COORDS as EXACT_COORDS
 
 MODES = ("nearest", "linear", "cubic")
 COORDS = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric",
@@ -145,6 +146,13 @@ def resize_table(n_in: int, n_out: int, scale: float, mode: str = "nearest", coo
         outside = (x < 0) | (x > n_in - 1)
         indices[outside], weights[outside] = -1, 0.0
     return indices.astype(np.int32), weights
+
+
+def one_pass(mode: str, coord: str, antialias: bool, exclude_outside: bool) -> bool:
+    """Whether the `resize` template (one kernel, exact integer coordinates) computes this Resize
+    at size-ratio scales; otherwise it takes tap tables and a resample per axis."""
+    return (mode != "cubic" and coord in EXACT_COORDS and not antialias
+            and not (mode == "nearest" and exclude_outside))
 
 
 def _is_identity(n_in: int, n_out: int, scale: float, coord: str, roi: tuple[float, float]) -> bool:
