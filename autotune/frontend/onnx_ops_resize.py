@@ -65,7 +65,7 @@ def _scales_and_roi(b: Builder, node: Any, attrs: Attrs) -> tuple[list[float], l
     roi = [(0.0, 1.0)] * rank
     if roi_in is not None:
         for k, a in enumerate(axes):
-            roi[a] = (float(roi_in[k]), float(roi_in[len(axes) + k]))
+            roi[a] = (roi_in[k], roi_in[len(axes) + k])     # in the roi's dtype, as ONNX computes with it
     return scales, roi
 
 

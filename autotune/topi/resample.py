@@ -75,8 +75,12 @@ def source_coordinates(n_in: int, n_out: int, scale: float, coord: str, roi: tup
         return y / scale
     if coord == "tf_crop_and_resize":
         start, end = roi
-        span = (end - start) * (n_in - 1)
-        x = np.full(n_out, span / 2) if width == 1 else y * span / (width - 1)
+        # in ONNX's order of operations and the roi's own dtype: at the input's edge a rounding
+        # decides extrapolation
+        if width == 1:
+            x = np.full(n_out, (end - start) * (n_in - 1) / 2)
+        else:
+            x = y * (end - start) * (n_in - 1) / (width - 1)
         return x + start * (n_in - 1)
     if coord == "pytorch_half_pixel" and width == 1:
         return np.full(n_out, -0.5)

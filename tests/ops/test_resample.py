@@ -49,15 +49,14 @@ def test_resize_tables_follow_onnx(case):
     n_out = math.floor(np.float32(scale) * n_in) if not by_sizes else max(1, round(scale * n_in))
     scale = n_out / n_in if by_sizes else float(np.float32(scale))
     roi_in = np.array([0, roi[0], 0, 1, roi[1], 1], np.float32)
-    source = source_coordinates(n_in, n_out, scale, attrs["coordinate_transformation_mode"],
-                                (float(roi_in[1]), float(roi_in[4])))
+    source = source_coordinates(n_in, n_out, scale, attrs["coordinate_transformation_mode"], (roi_in[1], roi_in[4]))
     assume(not np.any((source != np.round(source)) & (np.abs(source - np.round(source)) < 1e-9)))
     extra = (roi_in, None, np.array([2, n_out, 3], np.int64)) if by_sizes else \
         (roi_in, np.array([1, scale, 1], np.float32))
     (want,) = run_node("Resize", [x], extra=extra, opset=19, extrapolation_value=-3.0, **attrs)
     indices, weights = resize_table(n_in, n_out, scale, attrs["mode"], attrs["coordinate_transformation_mode"],
                                     attrs["nearest_mode"], attrs["cubic_coeff_a"], bool(attrs["exclude_outside"]),
-                                    bool(attrs["antialias"]), (float(roi_in[1]), float(roi_in[4])))
+                                    bool(attrs["antialias"]), (roi_in[1], roi_in[4]))
     got = resample_reference(x, indices, weights, 1, attrs["coordinate_transformation_mode"] == "tf_crop_and_resize",
                              -3.0)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
