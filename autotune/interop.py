@@ -30,4 +30,6 @@ def as_numpy(obj: Any, what: str) -> np.ndarray:
 
 def contiguous(a: np.ndarray) -> np.ndarray:
     """`a` itself when C-contiguous and aligned, else a C-contiguous copy (the one copy a layout forces)."""
-    return a if a.flags.c_contiguous and a.flags.aligned else np.ascontiguousarray(a)
+    if a.flags.c_contiguous and a.flags.aligned:
+        return a
+    return np.array(a, order="C", copy=True)    # ascontiguousarray keeps a contiguous misaligned array

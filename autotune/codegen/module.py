@@ -121,6 +121,28 @@ class BuiltFunction:
                 raise status_error(status, compiled.global_address, name)
         return run
 
+    def bind_free(self, *arrays: np.ndarray | None) -> Callable[..., None]:
+        """`bind` for a call where some arrays change at every call (the Nones): the arrays given
+        are checked once; the call returned takes the addresses of the others, in order, and does
+        not check them. For a caller that made or checked them itself, as a model does its inputs
+        and its fresh outputs: C-contiguous, aligned arrays of the parameters' dtypes and shapes,
+        overlapping no argument the kernel writes."""
+        check_count(self.name, [p[0] for p in self._params], arrays)
+        self.check(tuple(np.empty(shape, dtype) if a is None else a for a, (dtype, shape) in zip(arrays, self._expect)))
+        free = [i for i, a in enumerate(arrays) if a is None]
+        pointers = [0 if a is None else a.ctypes.data for a in arrays]
+        cfunc, threads, compiled, name = self._cfunc, self._threads, self._compiled, self.name
+
+        def run(*addresses: int, _keep_alive: tuple = arrays) -> None:
+            args = pointers.copy()
+            for i, address in zip(free, addresses):
+                args[i] = address
+            threads.value = num_threads()
+            status = cfunc(*args)
+            if status:
+                raise status_error(status, compiled.global_address, name)
+        return run
+
     def check(self, arrays: tuple) -> None:
         """Raise ArgumentError (type, dtype, count) or ValueError (shape, layout, aliasing)
         naming the argument, before anything reaches ctypes."""

@@ -4,9 +4,10 @@
 Compiling does all the work a call need not repeat: every kernel is loaded once with
 `autotune.load` (its provenance kept: tuned, nearest or default), the buffer plan is laid out in
 one preallocated arena (`planner`), constants and every view of planned memory are bound once, and
-a kernel whose arguments are all fixed memory is bound to their addresses (its argument checks
-run once). A call then checks the inputs, allocates the outputs (the caller owns them: fresh
-arrays each call, never overwritten later) and runs the steps.
+every kernel is bound to the addresses of its fixed memory (its argument checks run once). A call
+then checks the inputs, allocates the outputs (the caller owns them: fresh arrays each call, never
+overwritten later) and runs the steps, passing the kernels that read inputs or write outputs
+just those addresses: a small model's call costs its kernels and a few microseconds.
 
 Constants are passed to the kernels as they are, from memory, without a copy per call. Weights
 are transformed once, here: a matmul or dense whose weight is a constant reads it pre-packed
@@ -38,12 +39,15 @@ from .prepack import prepack_weights
 
 @dataclass
 class _Step:
-    """One kernel node at run time: its function and argument names (inputs, then outputs);
-    `bound` when every argument is fixed memory, `None` when it reads inputs or writes outputs."""
+    """One kernel node at run time: its function and argument names (inputs, then outputs).
+    `bound`: the call bound to its fixed memory; when it reads inputs or writes outputs
+    (`free`: those arguments' names), it takes their addresses; `None` for a function that
+    cannot be bound (called with every array, each checked)."""
 
     func: Callable[..., None]
     args: tuple[str, ...]
-    bound: Callable[[], None] | None
+    bound: Callable[..., None] | None
+    free: tuple[str, ...] = ()
 
 
 def compile_model(graph_or_path: Any, db: Any = None, target: str = "llvm",
@@ -229,10 +233,10 @@ class CompiledModel:
             out = node.outputs[0]
             return None if out in self.buffers else _View(node.inputs[0], out, self.graph.value(out).shape)
         func, args = self.node_call(index)
-        bind = getattr(func, "bind", None)
-        if bind is None or not all(a in self.buffers for a in args):
-            return _Step(func, args, None)
-        return _Step(func, args, bind(*[self.buffers[a] for a in args]))
+        fixed = [self.buffers.get(a) for a in args]
+        free = tuple(a for a, f in zip(args, fixed) if f is None)
+        bind = getattr(func, "bind_free" if free else "bind", None)
+        return _Step(func, args, None if bind is None else bind(*fixed), free)
 
 
 @dataclass(frozen=True)
@@ -247,10 +251,12 @@ class _View:
 def _run(step: _Step | _View, env: dict[str, np.ndarray]) -> None:
     if isinstance(step, _View):
         env[step.dst] = env[step.src].reshape(step.shape)
-    elif step.bound is not None:
-        step.bound()
-    else:
+    elif step.bound is None:
         step.func(*[env[a] for a in step.args])
+    elif step.free:      # the model's inputs and fresh outputs: checked or made by `run`
+        step.bound(*[env[a].ctypes.data for a in step.free])
+    else:
+        step.bound()
 
 
 def _kind(provenance: str) -> str:
@@ -325,8 +331,8 @@ def _check_feeds(graph: Graph, feeds: Mapping[str, Any]) -> dict[str, np.ndarray
 
 
 def _check_feed(v: Value, obj: Any) -> np.ndarray:
-    a = as_numpy(obj, f"input {v.name!r}")
-    if str(a.dtype) != v.dtype:
+    a = obj if type(obj) is np.ndarray else as_numpy(obj, f"input {v.name!r}")
+    if a.dtype != np.dtype(v.dtype):
         raise TypeError(f"input {v.name!r}: expected dtype {v.dtype}, got {a.dtype}")
     if tuple(a.shape) != v.shape:
         raise ValueError(f"input {v.name!r}: expected shape {v.shape}, got {tuple(a.shape)}")

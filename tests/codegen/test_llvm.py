@@ -377,6 +377,24 @@ def test_inputs_may_alias_each_other(three_args):
     np.testing.assert_array_equal(out, 2 * a)
 
 
+def test_bind_free_checks_what_it_is_given_once_and_takes_the_others_by_address(three_args):
+    """A model binds each kernel to its fixed memory and passes the inputs and outputs it checked
+    or made itself, as addresses, at every call."""
+    a, b, out = _arrays()
+    a += 1
+    run = three_args.bind_free(a, None, None)
+    for value in (2, 5):
+        b[...] = value
+        run(b.ctypes.data, out.ctypes.data)
+        np.testing.assert_array_equal(out, 1 + value)
+    with pytest.raises(ValueError, match=r"argument 0 \(A\): expected shape \(7, 13\), got \(7, 12\)"):
+        three_args.bind_free(np.zeros((7, 12), np.float32), None, None)
+    with pytest.raises(ValueError, match=r"argument 2 \(C\): is written"):
+        three_args.bind_free(a, None, _readonly(out))
+    with pytest.raises(ArgumentError, match=r"takes 3 arrays \(A, B, C\), got 4"):
+        three_args.bind_free(a, None, None, None)
+
+
 def _readonly(a):
     a = a.copy()
     a.setflags(write=False)

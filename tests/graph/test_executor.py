@@ -169,6 +169,19 @@ def test_a_non_contiguous_input_is_copied_once_and_still_right():
     np.testing.assert_array_equal(m(x)[0], np.maximum(x, 0))
 
 
+def test_a_misaligned_input_is_copied_once_and_still_right():
+    """The kernels that read a model's inputs take their addresses unchecked: a float32 input one
+    byte off its alignment must reach them as an aligned copy."""
+    g = mlp()
+    x = rand(5, 13)
+    raw = np.zeros(x.nbytes + 1, np.uint8)
+    shifted = raw[1:].view(np.float32).reshape(x.shape)
+    shifted[...] = x
+    assert not shifted.flags.aligned and shifted.flags.c_contiguous
+    (y,) = compile_model(g)(shifted)
+    np.testing.assert_allclose(y, mlp_reference(g, x), rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("call, error, message", [
     (lambda m: m(), TypeError, "model 'mlp' takes 1 input(s) (x), got 0"),
     (lambda m: m.run({}), ValueError, "missing input(s) 'x'; its inputs are x"),
