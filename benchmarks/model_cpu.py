@@ -10,7 +10,8 @@ seq 128, the MobileNet-V2 stack, the MLP; --quick: their reduced test sizes and 
 3. tuned: `compile_model` again; then the untuned and tuned models, onnxruntime (CPU provider,
    AUTOTUNE_NUM_THREADS intra-op threads, 1 inter-op, all graph optimisations) and numpy node by
    node (each node's numpy reference, the graph autotune imported) are timed interleaved in this
-   process: the best of 5 rounds of n runs' median (benchmarks/timing.py).
+   process: the best of 5 rounds of n runs' median, n enough for about 20 ms of onnxruntime's
+   runs and at least 5 (benchmarks/timing.py).
 Outputs are checked against onnxruntime's. Memory: autotune's planned arena (intermediates) and,
 for both runtimes, the growth of peak RSS from after reading the model and importing the runtime
 to after compiling it and three runs, in a fresh process (weight copies and buffers included).
@@ -36,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from timing import interleaved
+from timing import interleaved, repeat_for
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))     # the repository root: benchmarks.models
 import onnx
@@ -151,7 +152,8 @@ def bench_model(name: str, model: onnx.ModelProto, trials: int, budget: float, w
         if err > 1e-3 * max(1.0, max(float(np.max(np.abs(w))) for w in want)):
             print(f"  WARNING {name}: {label} differs from onnxruntime by up to {err:.3g}")
     fns = [lambda: untuned.run(feeds), lambda: tuned.run(feeds), lambda: sess.run(None, feeds), lambda: ref(feeds)]
-    secs = dict(zip(("untuned", "tuned", "ort", "numpy"), interleaved(fns, repeat=5, rounds=5)))
+    repeat = repeat_for(fns[2])            # calls per timing: about 20 ms of onnxruntime's
+    secs = dict(zip(("untuned", "tuned", "ort", "numpy"), interleaved(fns, repeat=repeat, rounds=5)))
     summary = tuned.summary()
     return {"model": name, "onnx_nodes": len(model.graph.node), "kernels": summary["kernel_nodes"],
             "tasks": len(result.tasks), "trials": result.trials, "tune_seconds": tune_s,

@@ -32,6 +32,15 @@ def settle(seconds: float = SETTLE_S) -> None:
         pass
 
 
+def repeat_for(fn: Callable[[], Any], span: float = 0.02, least: int = 5, most: int = 1000) -> int:
+    """Calls per timing so that one timing spans about `span` seconds of `fn` (between `least`
+    and `most`): a median of 5 calls of a 30 us model is one timer interrupt or one steal of
+    this VM's vCPU away from a wrong figure."""
+    fn()
+    t = seconds(fn, 3, np.min)
+    return max(least, min(most, math.ceil(span / max(t, 1e-9))))
+
+
 def interleaved(fns: Sequence[Callable[[], Any]], repeat: int, rounds: int = 3,
                 stat: Callable[[list[float]], Any] = np.median) -> list[float]:
     """Seconds per call of each function: the best of `rounds` values of `seconds`, the functions
