@@ -202,21 +202,29 @@ def run(model_path: str, inputs: tuple[str, ...], repeat: int, layout: str, db: 
               help="Timed runs after one warm-up run.")
 @click.option("--plot", type=click.Path(dir_okay=False), default=None, help="Also write a bar chart as PNG.")
 @click.option("--top", default=20, show_default=True, type=click.IntRange(1, 100_000), help="Rows shown.")
+@click.option("--against-defaults", is_flag=True,
+              help="Also compile the model with every kernel at its rule default and time both in turns: "
+                   "per node, what the database's configs gain or lose inside the model.")
 @LAYOUT_OPTION
 @_DB_OPTION
 @_TARGET_OPTION
 @_JSON_OPTION
 def profile(model_path: str, inputs: tuple[str, ...], shapes: tuple[str, ...], repeat: int, plot: str | None,
-            top: int, layout: str, db: str | None, target: str, as_json: bool) -> None:
+            top: int, against_defaults: bool, layout: str, db: str | None, target: str, as_json: bool) -> None:
     """Per-kernel time, share, GFLOP/s or GB/s and provenance: where the model's time goes."""
     from .graph.executor import CompiledModel
     from .graph.profile import plot_profile
 
+    if plot and against_defaults:
+        raise CLIError("--plot draws one model's profile; leave it out with --against-defaults")
     if plot and not os.path.isdir(os.path.dirname(os.path.abspath(plot))):
         raise CLIError(f"--plot {clip(plot)!r}: no such directory")
     feeds = parse_inputs(inputs)
     bound = {**parse_shapes(shapes), **{k: tuple(a.shape) for k, a in feeds.items()}}
-    m = CompiledModel(load_graph(model_path, bound), db=db, target=target, layout=layout)
+    graph = load_graph(model_path, bound)
+    if against_defaults:
+        return _print_comparison(graph, db, feeds or None, repeat, top, target, layout, as_json)
+    m = CompiledModel(graph, db=db, target=target, layout=layout)
     prof = m.profile(feeds or None, repeat=repeat)
     if plot:
         try:
@@ -238,6 +246,30 @@ def profile(model_path: str, inputs: tuple[str, ...], shapes: tuple[str, ...], r
     Console(width=160).print(table)
     if plot:
         click.echo(f"plot written to {plot}")
+
+
+def _print_comparison(graph: Any, db: str | None, feeds: dict[str, np.ndarray] | None, repeat: int, top: int,
+                      target: str, layout: str, as_json: bool) -> None:
+    """`model profile --against-defaults`: the nodes whose time the database's configs changed
+    most inside the model, gains first, losses last."""
+    from .graph.profile import compare_with_defaults
+
+    c = compare_with_defaults(graph, db, feeds, repeat, target=target, layout=layout)
+    if as_json:
+        return emit_json({"run_ms": c.run_seconds * 1e3, "default_run_ms": c.default_run_seconds * 1e3,
+                          "repeat": repeat, "rounds": c.rounds, "nodes": c.rows()})
+    from rich.console import Console
+    from rich.table import Table
+
+    shown = c.nodes if len(c.nodes) <= top else c.nodes[:(top + 1) // 2] + c.nodes[len(c.nodes) - top // 2:]
+    table = Table("node", "op", "ms", "default ms", "speedup", "provenance",
+                  caption=f"whole run {c.run_seconds * 1e3:.3f} ms, every kernel at its default "
+                          f"{c.default_run_seconds * 1e3:.3f} ms (lowest of {c.rounds} medians of {repeat} "
+                          f"runs, in turns); speedup below 1: slower than the default in this model")
+    for n in shown:
+        table.add_row(clip(n.node, 40), n.op, f"{n.seconds * 1e3:.3f}", f"{n.default_seconds * 1e3:.3f}",
+                      f"{n.speedup:.2f}x", n.provenance)
+    Console(width=160).print(table)
 
 
 def _describe(name: str, a: np.ndarray) -> dict[str, Any]:

@@ -9,7 +9,9 @@ bytes: what bounds each kind.
 from __future__ import annotations
 
 import math
+import os
 import statistics
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from .executor import CompiledModel
+from .ir import Graph
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,68 @@ def profile_model(m: CompiledModel, feeds: Mapping[str, Any] | None = None, repe
     if plot is not None:
         plot_profile(result, plot, m.graph.name)
     return result
+
+
+@dataclass(frozen=True)
+class NodeComparison:
+    """One kernel node in the model as compiled with the database and with every kernel at its
+    template's rule default: what tuning changed for it, where it runs."""
+
+    node: str
+    op: str
+    provenance: str               # of the kernel the database gave: tuned, nearest or default
+    seconds: float
+    default_seconds: float
+
+    @property
+    def speedup(self) -> float:
+        """Default time over time: below 1, the database's config runs slower in this model."""
+        return self.default_seconds / max(self.seconds, 1e-12)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    nodes: tuple[NodeComparison, ...]   # by time saved, most first; the last lose time
+    run_seconds: float                  # whole run, compiled with the database
+    default_run_seconds: float          # whole run, every kernel at its default
+    repeat: int
+    rounds: int
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [{"node": n.node, "op": n.op, "provenance": n.provenance, "ms": n.seconds * 1e3,
+                 "default_ms": n.default_seconds * 1e3, "speedup": n.speedup} for n in self.nodes]
+
+
+def compare_with_defaults(graph: Graph, db: Any = None, feeds: Mapping[str, Any] | None = None, repeat: int = 10,
+                          rounds: int = 3, target: str = "llvm", layout: str = "nchw") -> Comparison:
+    """`graph` compiled with the database `db` and with every kernel at its rule default (an empty
+    database), each kernel node timed inside whole runs of both, the two models taking turns for
+    `rounds` rounds of `repeat` runs (a node's time: the lowest of its per-round medians, so a burst
+    of load hits both alike). Kernels tuned alone can rank differently inside the model, where
+    other kernels' data fill the caches: this shows, per node, what tuning bought there. Nodes are
+    matched by name; one that only one of the two compiled graphs has is left out."""
+    for name, v in (("repeat", repeat), ("rounds", rounds)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"compare_with_defaults: {name} must be an int >= 1, got {v!r}")
+    with tempfile.TemporaryDirectory() as tmp:
+        tuned = CompiledModel(graph, db=db, target=target, layout=layout)
+        default = CompiledModel(graph, db=os.path.join(tmp, "empty.db"), target=target, layout=layout)
+    feeds = random_feeds(tuned) if feeds is None else feeds
+    best: list[dict[str, float]] = [{}, {}]
+    runs: list[float] = [math.inf, math.inf]
+    for _ in range(rounds):
+        for side, m in enumerate((tuned, default)):
+            per_step, run = m.step_times(feeds, repeat)
+            runs[side] = min(runs[side], statistics.median(run))
+            for i, ts in per_step.items():
+                if i in m.kernels:
+                    name = m.graph.nodes[i].name
+                    best[side][name] = min(best[side].get(name, math.inf), statistics.median(ts))
+    nodes = [NodeComparison(n.name, n.op, tuned.kernels[i].provenance.split(":", 1)[0], best[0][n.name],
+                            best[1][n.name])
+             for i, n in enumerate(tuned.graph.nodes) if i in tuned.kernels and n.name in best[1]]
+    nodes.sort(key=lambda n: n.seconds - n.default_seconds)
+    return Comparison(tuple(nodes), runs[0], runs[1], repeat, rounds)
 
 
 def _summarize(m: CompiledModel, seconds: dict[int, float], run_seconds: float, repeat: int) -> Profile:

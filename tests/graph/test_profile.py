@@ -10,6 +10,8 @@ import onnx
 import pytest
 
 import autotune
+from autotune.graph.profile import compare_with_defaults
+from autotune.graph.tuning import model_tasks
 
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))   # the repository root: benchmarks.models
@@ -53,3 +55,35 @@ def test_profile_cli_json_and_plot(tmp_path):
                             "--db", str(tmp_path / "absent.db"), "--plot", str(png)], capture_output=True, text=True,
                            check=True)
     assert "fused_matmul_packed" in shown.stdout and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_compare_with_defaults_times_each_kernel_node_in_both_models(tmp_path):
+    """The model's one kernel (matmul + relu, fused) tuned into the database: timed in the model
+    compiled with it and in the one with its default; bad counts are errors."""
+    db = str(tmp_path / "t.db")
+    g = matmul_relu()
+    (task,) = model_tasks(g, db=db)
+    autotune.tune(task.task, trials=2, db=db)
+    autotune.runtime.clear_caches()
+    c = compare_with_defaults(g, db, repeat=2, rounds=2)
+    assert [(n.op.startswith("fused_matmul_packed_relu"), n.provenance) for n in c.nodes] == [(True, "tuned")]
+    (n,) = c.nodes
+    assert n.seconds > 0 and n.default_seconds > 0 and n.speedup == n.default_seconds / n.seconds
+    assert c.run_seconds > 0 and c.default_run_seconds > 0 and (c.repeat, c.rounds) == (2, 2)
+    assert c.rows()[0].keys() == {"node", "op", "provenance", "ms", "default_ms", "speedup"}
+    with pytest.raises(ValueError, match="rounds must be an int >= 1"):
+        compare_with_defaults(g, db, rounds=0)
+
+
+def test_profile_cli_against_defaults(tmp_path):
+    path = tmp_path / "mlp.onnx"
+    onnx.save(reduced("mlp"), path)
+    args = [sys.executable, "-m", "autotune.cli", "model", "profile", str(path), "--repeat", "2", "--db",
+            str(tmp_path / "absent.db"), "--against-defaults"]
+    report = json.loads(subprocess.run(args + ["--json"], capture_output=True, text=True, check=True).stdout)
+    assert len(report["nodes"]) == 3 and report["rounds"] == 3 and report["default_run_ms"] > 0
+    assert {n["provenance"] for n in report["nodes"]} == {"default"}
+    shown = subprocess.run(args + ["--top", "1"], capture_output=True, text=True, check=True).stdout
+    assert "every kernel at its default" in shown and shown.count("fused_matmul_packed") == 1
+    refused = subprocess.run(args + ["--plot", str(tmp_path / "p.png")], capture_output=True, text=True)
+    assert refused.returncode == 2 and "leave it out with --against-defaults" in refused.stderr
