@@ -265,10 +265,11 @@ def _print_comparison(graph: Any, db: str | None, feeds: dict[str, np.ndarray] |
     table = Table("node", "op", "ms", "default ms", "speedup", "provenance",
                   caption=f"whole run {c.run_seconds * 1e3:.3f} ms, every kernel at its default "
                           f"{c.default_run_seconds * 1e3:.3f} ms (lowest of {c.rounds} medians of {repeat} "
-                          f"runs, in turns); speedup below 1: slower than the default in this model")
+                          f"runs, in turns); speedup below 1: slower than the default in this model; "
+                          f"a default config's speedup is the timing's noise")
     for n in shown:
         table.add_row(clip(n.node, 40), n.op, f"{n.seconds * 1e3:.3f}", f"{n.default_seconds * 1e3:.3f}",
-                      f"{n.speedup:.2f}x", n.provenance)
+                      f"{n.speedup:.2f}x", f"{n.provenance}, default config" if n.same_config else n.provenance)
     Console(width=160).print(table)
 
 

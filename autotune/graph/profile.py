@@ -93,6 +93,7 @@ class NodeComparison:
     provenance: str               # of the kernel the database gave: tuned, nearest or default
     seconds: float
     default_seconds: float
+    same_config: bool             # the database's config is the default: the two times differ by noise
 
     @property
     def speedup(self) -> float:
@@ -110,7 +111,8 @@ class Comparison:
 
     def rows(self) -> list[dict[str, Any]]:
         return [{"node": n.node, "op": n.op, "provenance": n.provenance, "ms": n.seconds * 1e3,
-                 "default_ms": n.default_seconds * 1e3, "speedup": n.speedup} for n in self.nodes]
+                 "default_ms": n.default_seconds * 1e3, "speedup": n.speedup, "same_config": n.same_config}
+                for n in self.nodes]
 
 
 def compare_with_defaults(graph: Graph, db: Any = None, feeds: Mapping[str, Any] | None = None, repeat: int = 10,
@@ -120,7 +122,8 @@ def compare_with_defaults(graph: Graph, db: Any = None, feeds: Mapping[str, Any]
     `rounds` rounds of `repeat` runs (a node's time: the lowest of its per-round medians, so a burst
     of load hits both alike). Kernels tuned alone can rank differently inside the model, where
     other kernels' data fill the caches: this shows, per node, what tuning bought there. Nodes are
-    matched by name; one that only one of the two compiled graphs has is left out."""
+    matched by name; one that only one of the two compiled graphs has is left out. Nodes whose
+    config is the default in both show the timing's noise."""
     for name, v in (("repeat", repeat), ("rounds", rounds)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ValueError(f"compare_with_defaults: {name} must be an int >= 1, got {v!r}")
@@ -138,9 +141,11 @@ def compare_with_defaults(graph: Graph, db: Any = None, feeds: Mapping[str, Any]
                 if i in m.kernels:
                     name = m.graph.nodes[i].name
                     best[side][name] = min(best[side].get(name, math.inf), statistics.median(ts))
-    nodes = [NodeComparison(n.name, n.op, tuned.kernels[i].provenance.split(":", 1)[0], best[0][n.name],
-                            best[1][n.name])
-             for i, n in enumerate(tuned.graph.nodes) if i in tuned.kernels and n.name in best[1]]
+    defaults = {n.name: default.kernels[i] for i, n in enumerate(default.graph.nodes) if i in default.kernels}
+    nodes = [NodeComparison(n.name, n.op, k.provenance.split(":", 1)[0], best[0][n.name], best[1][n.name],
+                            (k.workload_key, k.config) == (defaults[n.name].workload_key, defaults[n.name].config))
+             for i, n in enumerate(tuned.graph.nodes)
+             if (k := tuned.kernels.get(i)) is not None and n.name in defaults]
     nodes.sort(key=lambda n: n.seconds - n.default_seconds)
     return Comparison(tuple(nodes), runs[0], runs[1], repeat, rounds)
 

@@ -12,6 +12,7 @@ import pytest
 import autotune
 from autotune.graph.profile import compare_with_defaults
 from autotune.graph.tuning import model_tasks
+from tuning_db.db import TuningDB
 
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))   # the repository root: benchmarks.models
@@ -70,7 +71,9 @@ def test_compare_with_defaults_times_each_kernel_node_in_both_models(tmp_path):
     (n,) = c.nodes
     assert n.seconds > 0 and n.default_seconds > 0 and n.speedup == n.default_seconds / n.seconds
     assert c.run_seconds > 0 and c.default_run_seconds > 0 and (c.repeat, c.rounds) == (2, 2)
-    assert c.rows()[0].keys() == {"node", "op", "provenance", "ms", "default_ms", "speedup"}
+    assert c.rows()[0].keys() == {"node", "op", "provenance", "ms", "default_ms", "speedup", "same_config"}
+    best = TuningDB(db).best(task.task.workload_key, task.task.target_key)
+    assert n.same_config == (best.config_index == 0)      # the template's default is config 0
     with pytest.raises(ValueError, match="rounds must be an int >= 1"):
         compare_with_defaults(g, db, rounds=0)
 
@@ -82,7 +85,7 @@ def test_profile_cli_against_defaults(tmp_path):
             str(tmp_path / "absent.db"), "--against-defaults"]
     report = json.loads(subprocess.run(args + ["--json"], capture_output=True, text=True, check=True).stdout)
     assert len(report["nodes"]) == 3 and report["rounds"] == 3 and report["default_run_ms"] > 0
-    assert {n["provenance"] for n in report["nodes"]} == {"default"}
+    assert {(n["provenance"], n["same_config"]) for n in report["nodes"]} == {("default", True)}
     shown = subprocess.run(args + ["--top", "1"], capture_output=True, text=True, check=True).stdout
     assert "every kernel at its default" in shown and shown.count("fused_matmul_packed") == 1
     refused = subprocess.run(args + ["--plot", str(tmp_path / "p.png")], capture_output=True, text=True)
