@@ -140,11 +140,13 @@ def _conv_transpose(b: Builder, node: Any, attrs: Attrs) -> None:
         b.view(y, b.out_shape(), b.out())
 
 
+def _wants_indices(node: Any) -> bool:
+    return len(node.output) > 1 and bool(node.output[1])
+
+
 def _pool_check(node: Any, attrs: Attrs) -> list[str]:
-    problems = [f"storage_order={attrs['storage_order']}"] if attrs.get("storage_order", 0) != 0 else []
-    if len(node.output) > 1 and node.output[1]:
-        problems.append("output 'Indices'")
-    return problems
+    rank = len(attrs.get("kernel_shape", ()))
+    return [f"output 'Indices' of a {rank}-d MaxPool (1-d and 2-d only)"] if _wants_indices(node) and rank > 2 else []
 
 
 @converts(*POOLS, check=_pool_check)
@@ -163,12 +165,28 @@ def _pool(b: Builder, node: Any, attrs: Attrs) -> None:
             and all(2 * p <= k for p, k in zip(begin, kernel)) and not (count_pads and max(begin) > 0))
     if not fits:
         _padded_pool(b, node, attrs, kernel, strides, dilations, begin, end, reach)
-        return
+    else:
+        flat = len(kernel) == 1
+        x2 = b.view(x, (*b.shape(x)[:2], 1, sizes[0])) if flat else x
+        op, params, shape = _pool2d(node.op_type == "MaxPool", b.shape(x2), [1, *kernel] if flat else kernel,
+                                    [1, *strides] if flat else strides, [0, *begin] if flat else begin)
+        b.kernel_out(op, [x2], params, shape)
+    if _wants_indices(node):
+        _pool_indices(b, node, attrs, kernel, strides, dilations, begin)
+
+
+def _pool_indices(b: Builder, node: Any, attrs: Attrs, kernel: list[int], strides: list[int],
+                  dilations: list[int], begin: list[int]) -> None:
+    """MaxPool's second output: where in x (flattened) each window's max came from, by the
+    `max_pool2d_indices` kernel reading x and the pooled values; a 1-d pool as 2-d on (N, C, 1, L)."""
+    x, y = node.input[0], b.out()
     if len(kernel) == 1:
-        kernel, strides, begin = [1, *kernel], [1, *strides], [0, *begin]
-        x = b.view(x, (*b.shape(x)[:2], 1, sizes[0]))
-    op, params, shape = _pool2d(node.op_type == "MaxPool", b.shape(x), kernel, strides, begin)
-    b.kernel_out(op, [x], params, shape)
+        kernel, strides, dilations, begin = [1, *kernel], [1, *strides], [1, *dilations], [0, *begin]
+        x, y = (b.view(v, (*b.shape(v)[:2], 1, b.shape(v)[2])) for v in (x, y))
+    params = {"shape": b.shape(x), "out": b.shape(y)[2:], "kernel": compact(kernel), "stride": compact(strides),
+              "padding": compact(begin), "dilation": compact(dilations),
+              "column_major": int(attrs.get("storage_order", 0) == 1)}
+    b.kernel_out("max_pool2d_indices", [x, y], params, b.shape(y), index=1, dtype="int64")
 
 
 def _pool2d(is_max: bool, shape: tuple[int, ...], kernel: list[int], strides: list[int],

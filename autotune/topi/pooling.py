@@ -1,4 +1,5 @@
-"""2-d pooling on NCHW tensors as te computes: max_pool2d, avg_pool2d, global_avg_pool.
+"""2-d pooling on NCHW tensors as te computes: max_pool2d, avg_pool2d, global_avg_pool, and the
+argmax of max pooling's windows (max_pool2d_indices).
 
 Windows: out[n, c, y, x] covers rows y*sh - ph .. y*sh - ph + kh - 1 (columns alike), output
 size floor((H + 2*ph - kh) / sh) + 1 (PyTorch's ceil_mode=False). Padding never contributes:
@@ -86,6 +87,44 @@ def avg_pool2d(x: te.Tensor, kernel: Any, stride: Any = None, padding: Any = 0) 
         return total[n, c, y, x_] / count.astype(x.dtype)
 
     return te.compute(total.shape, body, name="avg_pool2d", tag="elemwise")
+
+
+def max_pool2d_indices(x: te.Tensor, y: te.Tensor, kernel: Any, stride: Any, padding: Any, dilation: Any,
+                       column_major: bool = False) -> te.Tensor:
+    """int64 index, in x flattened, of the first element of each pooling window equal to the
+    window's max `y` (ONNX MaxPool's `Indices`): windows start at o * stride - padding (the
+    leading pads; the trailing ones only shape y) and step by `dilation`; padding never matches.
+    "First" is in row-major window order, as ONNX's reference finds it; `column_major` (ONNX's
+    storage_order=1) numbers a position h + w * H instead of h * W + w. A window without an
+    element equal to its max (none inside the input, or NaN) gives -1."""
+    op = "max_pool2d_indices"
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = (_pair(v, n, op) for v, n in
+                                              ((kernel, "kernel"), (stride, "stride"), (padding, "padding"),
+                                               (dilation, "dilation")))
+    if len(x.shape) != 4 or len(y.shape) != 4 or tuple(y.shape[:2]) != tuple(x.shape[:2]):
+        raise ValueError(f"{op}: x and y must be 4-d NCHW of the same N and C, got {x.shape} and {y.shape}")
+    if min(kh, kw, sh, sw, dh, dw) < 1 or min(ph, pw) < 0:
+        raise ValueError(f"{op}: kernel, stride and dilation must be >= 1 and padding >= 0")
+    _, C, H, W = x.shape
+    plane = H * W
+    ry, rx = te.reduce_axis((0, kh), name="ry"), te.reduce_axis((0, kw), name="rx")
+
+    def first(n: Any, c: Any, oy: Any, ox: Any) -> Expr:
+        h, w = oy * sh - ph + ry * dh, ox * sw - pw + rx * dw
+        inside = te.all(h >= 0, h < H, w >= 0, w < W)
+        value = x[n, c, te.maximum(te.minimum(h, H - 1), 0), te.maximum(te.minimum(w, W - 1), 0)]
+        hit = te.all(inside, value == y[n, c, oy, ox])
+        return te.min(te.if_then_else(hit, h * W + w, te.const(plane, "int32")), axis=[ry, rx])
+
+    found = te.compute(y.shape, first, name=f"{op}.first", tag=POOL)
+
+    def flat(n: Any, c: Any, oy: Any, ox: Any) -> Expr:
+        k = found[n, c, oy, ox]
+        within = k // W + k % W * H if column_major else k
+        index = (n * C + c).astype("int64") * plane + within.astype("int64")
+        return te.if_then_else(k < plane, index, te.const(-1, "int64"))
+
+    return te.compute(y.shape, flat, name=op, tag="elemwise")
 
 
 def global_avg_pool(x: te.Tensor, lanes: int = 1) -> te.Tensor:

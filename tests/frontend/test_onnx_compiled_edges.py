@@ -1,5 +1,6 @@
 """ONNX nodes whose import is a decomposition, compiled for real (`compile_model`, fused kernels on
-the CPU) and compared with onnxruntime: pools the templates cannot take in one kernel, border
+the CPU) and compared with onnxruntime: pools the templates cannot take in one kernel, max
+pooling's indices, border
 padding, composite reductions, arg reductions of the last index, rank-0 values inside a fused
 chain, and tensors with no elements."""
 from __future__ import annotations
@@ -47,6 +48,21 @@ def test_a_3d_pool_runs_one_axis_at_a_time():
     x = RNG.standard_normal((1, 2, 5, 7, 6)).astype(F)
     _check(*_one("AveragePool", x, kernel_shape=[2, 3, 2], strides=[1, 2, 2], pads=[1, 0, 1, 1, 1, 0]))
     _check(*_one("MaxPool", x, kernel_shape=[3, 2, 2], strides=[2, 1, 2]))
+
+
+@pytest.mark.parametrize("attrs", [
+    dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),                      # one max_pool2d kernel
+    dict(kernel_shape=[3, 2], strides=[2, 1], dilations=[2, 1], pads=[1, 0, 2, 1], ceil_mode=1, storage_order=1),
+    dict(kernel_shape=[2, 3], storage_order=1),
+    dict(kernel_shape=[4], strides=[3], pads=[1, 2]),                                   # 1-d
+])
+def test_max_pool_indices_point_at_the_first_max_as_onnxruntimes_do(attrs):
+    """Small integers make ties in most windows: the first maximum in row-major window order
+    wins, numbered in x flattened (column-major within a plane with storage_order=1)."""
+    shape = (2, 3, 13) if len(attrs["kernel_shape"]) == 1 else (2, 3, 13, 11)
+    x = RNG.integers(-3, 4, shape).astype(F)
+    node = helper.make_node("MaxPool", ["x"], ["y", "i"], name="n", **attrs)
+    _check(make_model([node], {"x": (x.shape, x.dtype)}, ["y", "i"], None, 18), {"x": x})
 
 
 @pytest.mark.parametrize("mode", ["edge", "reflect", "wrap"])

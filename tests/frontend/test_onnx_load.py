@@ -111,14 +111,14 @@ def test_unsupported_ops_and_attributes_are_listed_in_one_error() -> None:
              helper.make_node("LSTM", ["x", "w", "r"], ["h2"], name="lstm_b"),
              helper.make_node("Resize", ["x", "", "sc"], ["up"], name="up", mode="nearest", antialias=1),
              helper.make_node("Conv", ["x", "w"], ["c3"], name="conv3", kernel_shape=[3, 3, 3]),
-             helper.make_node("MaxPool", ["x"], ["mp"], name="mp", kernel_shape=[2, 2], storage_order=1)]
+             helper.make_node("MaxPool", ["x"], ["mp", "mpi"], name="mp", kernel_shape=[2, 2, 2])]
     model = make_model(nodes, {"x": ((1, 2, 3, 4), F)}, ["h"])
     with pytest.raises(ValueError) as info:
         frontend.load(model)
     text = str(info.value)
     for part in ["LSTM (2 nodes, first 'lstm_a')", "TopK (1 node, first 'TopK_1')",
                  "Resize 'up': antialias=1 with mode='nearest'", "Conv 'conv3': kernel_shape=[3, 3, 3] (3-d) is not supported",
-                 "MaxPool 'mp': storage_order=1 is not supported"]:
+                 "MaxPool 'mp': output 'Indices' of a 3-d MaxPool (1-d and 2-d only) is not supported"]:
         assert part in text
 
 

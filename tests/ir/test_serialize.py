@@ -52,6 +52,8 @@ CPU_SHAPES = {
     "attention": dict(batch=1, heads=2, seq_q=13, seq_k=37, head_dim=19, causal=1),
     "max_pool2d": dict(shape=(2, 3, 13, 17), kernel=(3, 3), stride=(2, 2), padding=(1, 1)),
     "avg_pool2d": dict(shape=(1, 2, 9, 23), kernel=(2, 3), stride=(1, 2), padding=(1, 1)),
+    "max_pool2d_indices": dict(shape=(2, 3, 13, 17), out=(7, 9), kernel=(3, 3), stride=(2, 2), padding=(1, 1),
+                               dilation=(1, 1), column_major=1),
     "global_avg_pool": dict(shape=(2, 3, 7, 9)), "transpose": dict(shape=(5, 7, 19), axes=(2, 0, 1)),
     "pad": dict(shape=(5, 19), pad_before=(1, 2), pad_after=(0, 3), value=-1.5),
     "border_pad": dict(shape=(5, 19), pad_before=(1, 2), pad_after=(6, 3), mode="reflect"),

@@ -3,6 +3,8 @@ argmax's and argmin's first-occurrence rule, random configs of every template, a
 
 import numpy as np
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 import autotune
 from autotune.ir.functor import walk
@@ -106,6 +108,24 @@ def test_pooling_matches_numpy(kind, k, s, p):
     x = rand(2, 3, 13, 17)
     fn = pool_ops.max_pool2d if kind == "max" else pool_ops.avg_pool2d
     np.testing.assert_allclose(fn(x, k, s, p), np_pool(x, k, s, p, kind), rtol=1e-5, atol=1e-6)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 9), st.integers(1, 9), st.integers(1, 3), st.integers(1, 3), st.integers(1, 3),
+       st.integers(1, 3), st.integers(0, 1), st.integers(0, 1), st.integers(0, 2**31 - 1))
+def test_max_pool_indices_are_the_first_max_of_each_window(H, W, kh, kw, sh, sw, ph, pw, seed):
+    """Small integers tie in most windows: the index is the first maximum in row-major window
+    order, h * W + w within its plane, and it holds the window's value."""
+    assume(2 * ph <= kh and 2 * pw <= kw and H + 2 * ph >= kh and W + 2 * pw >= kw)
+    x = np.random.default_rng(seed).integers(-2, 3, (2, 3, H, W)).astype(np.float32)
+    y, idx = pool_ops.max_pool2d(x, (kh, kw), (sh, sw), (ph, pw), return_indices=True)
+    assert idx.dtype == np.int64 and idx.shape == y.shape
+    for n, c, oy, ox in np.ndindex(*y.shape):
+        window = [(h, w) for h in range(oy * sh - ph, oy * sh - ph + kh) for w in range(ox * sw - pw, ox * sw - pw + kw)
+                  if 0 <= h < H and 0 <= w < W]
+        values = [x[n, c, h, w] for h, w in window]
+        h, w = window[int(np.argmax(values))]
+        assert idx[n, c, oy, ox] == h * W + w and y[n, c, oy, ox] == max(values)
 
 
 def test_avg_pool_counts_only_valid_elements_and_global_pool():

@@ -20,7 +20,7 @@ _OPS_OF_MODULE: dict[str, tuple[str, ...]] = {
                     "log", "maximum", "minimum", "mul", "neg", "power", "reciprocal", "relu", "round", "rsqrt",
                     "sigmoid", "sign", "silu", "sin", "softplus", "sqrt", "sub", "tanh", "where"),
     "reduction": ("argmax", "argmin", "max", "mean", "min", "sum", "var"),
-    "pooling": ("avg_pool2d", "global_avg_pool", "max_pool2d"),
+    "pooling": ("avg_pool2d", "global_avg_pool", "max_pool2d", "max_pool2d_indices"),
     "activations": ("clip", "elu", "hard_sigmoid", "leaky_relu"),
     "logic": ("cast", "equal", "greater", "greater_equal", "less", "less_equal", "logical_not"),
     "resize": ("resample", "resize"),

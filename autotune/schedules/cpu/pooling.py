@@ -1,4 +1,4 @@
-"""2-d pooling (NCHW) on the CPU: max_pool2d, avg_pool2d, global_avg_pool.
+"""2-d pooling (NCHW) on the CPU: max_pool2d, avg_pool2d, global_avg_pool, max_pool2d_indices.
 
 Shape parameters: `shape` (N, C, H, W); for max/avg pooling also `kernel`, `stride` and
 `padding`, each an int or a pair (rows, columns). Average pooling divides by the number of
@@ -18,7 +18,7 @@ from ...topi import pooling as topi
 from ..generic import schedule_column_reduction, schedule_row_reduction
 from ..task import template
 from .elementwise import as_shape
-from .reduction import define_lanes
+from .reduction import define_lanes, schedule_reduction
 
 
 def _windows(x: np.ndarray, kernel: Any, stride: Any, padding: Any, fill: float, op: str) -> np.ndarray:
@@ -59,6 +59,46 @@ def max_pool2d_template(cfg: Any, shape: Any, kernel: Any, stride: Any, padding:
 def avg_pool2d_template(cfg: Any, shape: Any, kernel: Any, stride: Any, padding: Any, dtype: str = "float32"):
     """Default: the generic column schedule's rule (blocks of 4 vectors, threads by work)."""
     return _pool(cfg, "avg_pool2d", shape, kernel, stride, padding, dtype)
+
+
+def _max_pool_indices_reference(x: np.ndarray, y: np.ndarray, kernel: Any, stride: Any, padding: Any, dilation: Any,
+                                column_major: int, **_: Any) -> np.ndarray:
+    """ONNX's reference search, by whole windows positions at a time: the first position in
+    row-major window order that is inside x and equals y, else -1."""
+    N, C, H, W = x.shape
+    OH, OW = y.shape[2:]
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = (np.broadcast_to(v, 2) for v in (kernel, stride, padding, dilation))
+    found = np.full(y.shape, -1, np.int64)
+    for ry in range(kh):
+        for rx in range(kw):
+            h = np.arange(OH) * sh - ph + ry * dh
+            w = np.arange(OW) * sw - pw + rx * dw
+            inside = ((h >= 0) & (h < H))[:, None] & ((w >= 0) & (w < W))[None, :]
+            value = x[:, :, np.clip(h, 0, H - 1)][:, :, :, np.clip(w, 0, W - 1)]
+            where = h[:, None] + w[None, :] * H if column_major else h[:, None] * W + w[None, :]
+            new = (found < 0) & inside & (value == y)
+            found[new] = np.broadcast_to(where, y.shape)[new]
+    planes = (np.arange(N)[:, None] * C + np.arange(C)[None, :]).astype(np.int64) * H * W
+    return np.where(found < 0, -1, found + planes[:, :, None, None])
+
+
+@template("max_pool2d_indices", reference=_max_pool_indices_reference,
+          description="int64 index in x flattened of the first element of each window equal to the pooled y "
+                      "(ONNX MaxPool's Indices); column_major 0/1 (storage_order)")
+def max_pool2d_indices_template(cfg: Any, shape: Any, out: Any, kernel: Any, stride: Any, padding: Any,
+                                dilation: Any, column_major: int, dtype: str = "float32"):
+    """x (shape) and y (N, C, *out) in, int64 indices out. Default: the reduction's generic
+    schedule rule (`schedule_reduction`: rows or columns, threads by work)."""
+    x = te.placeholder(as_shape(shape, "max_pool2d_indices", "shape"), dtype, name="x")
+    pooled = as_shape(out, "max_pool2d_indices", "out")
+    if len(pooled) != 2 or column_major not in (0, 1) or isinstance(column_major, bool):
+        raise ValueError(f"max_pool2d_indices: out must be (OH, OW) and column_major 0 or 1, got {out!r}, "
+                         f"{column_major!r}")
+    y = te.placeholder((*x.shape[:2], *pooled), dtype, name="y")
+    idx = topi.max_pool2d_indices(x, y, kernel, stride, padding, dilation, bool(column_major))
+    s = te.create_schedule(idx.op)
+    schedule_reduction(cfg, s, idx)
+    return s, [x, y, idx]
 
 
 def _global_avg_reference(x: np.ndarray, **_: Any) -> np.ndarray:
