@@ -6,12 +6,16 @@ widened types (bfloat16, float8, int4, ...), and many earlier ones match 13 too,
 stamped outside the range loads at the nearest supported opset when every node's op has the
 same signature there (inputs, outputs, attributes with their defaults), strict shape inference
 with type checks still passes there, and no node uses a meaning that changed without
-a signature change (CHANGED_MEANING). Otherwise one ValueError names each op that stops it.
+a signature change (CHANGED_MEANING), or the change can be written in the older ops (a pool
+whose newer version drops a last window: the older pool, then a Slice). Otherwise one
+ValueError names each op that stops it.
 """
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from typing import Any
+
+import numpy as np
 
 from .builder import attributes
 
@@ -52,12 +56,13 @@ def _restamped(model: Any, opsets: range) -> tuple[Any, list[str]]:
     target = min(max(opset, opsets.start), opsets.stop - 1)
     if target == opset:
         return model, []
-    blockers = _changed_ops(model, opset, target)
+    blockers, drops = _changed_ops(model, opset, target)
     if blockers:
         return model, blockers
     moved = onnx.ModelProto()
     moved.CopyFrom(model)
     next(o for o in moved.opset_import if o.domain in ("", "ai.onnx")).version = target
+    _drop_last_windows(moved.graph, drops)
     try:   # a type the older version lacks, or its shape inference disagreeing with the model's shapes
         onnx.shape_inference.infer_shapes(moved, check_type=True, strict_mode=True)
     except onnx.shape_inference.InferenceError as e:
@@ -65,24 +70,62 @@ def _restamped(model: Any, opsets: range) -> tuple[Any, list[str]]:
     return moved, []
 
 
-def _changed_ops(model: Any, opset: int, target: int) -> list[str]:
-    """One line per op whose signature or meaning differs between `opset` and `target`."""
+def _changed_ops(model: Any, opset: int, target: int) -> tuple[list[str], dict[int, list[int]]]:
+    """(one line per op whose signature or meaning differs between `opset` and `target`, the
+    nodes that move down to `target` as their old op and a Slice: node index -> output axes
+    whose last element the newer meaning drops)."""
     out: dict[str, str] = {}
+    drops: dict[int, list[int]] = {}
     shapes: dict[str, tuple[int, ...] | None] | None = None
-    for node in model.graph.node:
+    for index, node in enumerate(model.graph.node):
         if node.op_type in out:
             continue
         named = f"{node.op_type} ({node.name!r})" if node.name else node.op_type
         if not _same_signature(node, opset, target):
             out[node.op_type] = f"{named} differs between opsets {opset} and {target}"
             continue
-        for (op, since), affects in CHANGED_MEANING.items():
+        for (op, since), dropped in CHANGED_MEANING.items():
             if op != node.op_type or not min(opset, target) < since <= max(opset, target):
                 continue
             shapes = _static_shapes(model) if shapes is None else shapes
-            if affects(node, shapes.get(node.input[0])):
+            axes = dropped(node, shapes.get(node.input[0]))
+            if axes is None or (axes and target >= since):   # only the newer meaning drops, never adds
                 out[op] = f"{named} means something else at opset {since} and later"
-    return list(out.values())
+            elif axes:
+                drops[index] = axes
+    return list(out.values()), drops
+
+
+def _drop_last_windows(graph: Any, drops: dict[int, list[int]]) -> None:
+    """Each node of `drops` writes fresh names, and a Slice per output drops the last element of
+    the given axes into the node's own outputs: the older op computes every window, the newer
+    meaning all but those."""
+    from onnx import helper, numpy_helper
+
+    taken = {n for node in graph.node for n in (*node.input, *node.output)} | {i.name for i in graph.initializer}
+
+    def fresh(name: str) -> str:
+        k = 0
+        while f"{name}.{k}" in taken:
+            k += 1
+        taken.add(f"{name}.{k}")
+        return f"{name}.{k}"
+
+    nodes = list(graph.node)
+    for index in sorted(drops, reverse=True):
+        node, axes = nodes[index], drops[index]
+        constants = {"starts": [0] * len(axes), "ends": [-1] * len(axes), "axes": axes}
+        names = {k: fresh(f"{node.output[0]}.drop_last_{k}") for k in constants}
+        graph.initializer.extend(numpy_helper.from_array(np.array(v, np.int64), names[k]) for k, v in constants.items())
+        slices = []
+        for position, out in enumerate(node.output):
+            if out:
+                node.output[position] = fresh(f"{out}.every_window")
+                slices.append(helper.make_node("Slice", [node.output[position], names["starts"], names["ends"],
+                                                         names["axes"]], [out]))
+        nodes[index + 1:index + 1] = slices
+    del graph.node[:]
+    graph.node.extend(nodes)
 
 
 def _static_shapes(model: Any) -> dict[str, tuple[int, ...] | None]:
@@ -100,34 +143,38 @@ def _static_shapes(model: Any) -> dict[str, tuple[int, ...] | None]:
     return out
 
 
-def _window_in_padding(node: Any, shape: tuple[int, ...] | None) -> bool:
-    """Whether a ceil-mode pool's last output window along some axis starts in the right padding
-    (where the two meanings differ); True when the input's shape is not known."""
+def _last_windows_in_padding(node: Any, shape: tuple[int, ...] | None) -> list[int] | None:
+    """The output axes along which a ceil-mode pool's last window starts in the right padding
+    (where the two meanings differ); None when the input's shape is not known, or auto_pad sets
+    the pads."""
     attrs = attributes(node)
     if attrs.get("ceil_mode", 0) != 1:
-        return False
+        return []
     if shape is None or attrs.get("auto_pad", "NOTSET") != "NOTSET":
-        return True
+        return None
     spatial = shape[2:]
     kernel = attrs.get("kernel_shape", [1] * len(spatial))
     strides = attrs.get("strides", [1] * len(spatial))
     dilations = attrs.get("dilations", [1] * len(spatial))
     pads = attrs.get("pads", [0] * 2 * len(spatial))
+    axes = []
     for i, size in enumerate(spatial):
         begin, end = pads[i], pads[i + len(spatial)]
         span = size + begin + end - dilations[i] * (kernel[i] - 1) - 1
         count = -(-span // strides[i]) + 1
         if (count - 1) * strides[i] >= size + begin:
-            return True
-    return False
+            axes.append(2 + i)
+    return axes
 
 
-# (op, first opset of the new meaning) -> whether a node (given its input's shape, None when
-# unknown) is affected: MaxPool-22 and AveragePool-22 drop a ceil-mode output window that would
-# start in the right padding, which the earlier versions keep.
-CHANGED_MEANING: dict[tuple[str, int], Callable[[Any, tuple[int, ...] | None], bool]] = {
-    ("MaxPool", 22): _window_in_padding,
-    ("AveragePool", 22): _window_in_padding,
+# (op, first opset of the new meaning) -> given a node and its input's shape (None: unknown), the
+# output axes whose last element the new meaning drops ([]: the meanings agree for this node), or
+# None when that cannot be told. MaxPool-22 and AveragePool-22 drop a ceil-mode output window that
+# would start in the right padding, which the earlier versions keep: such a node moves down as the
+# earlier pool and a Slice (`_drop_last_windows`).
+CHANGED_MEANING: dict[tuple[str, int], Callable[[Any, tuple[int, ...] | None], list[int] | None]] = {
+    ("MaxPool", 22): _last_windows_in_padding,
+    ("AveragePool", 22): _last_windows_in_padding,
 }
 
 

@@ -11,11 +11,13 @@ import numpy as np
 import onnx
 import pytest
 from onnx import helper
+from onnx.reference import ReferenceEvaluator
 
 sys.path.insert(0, os.path.dirname(__file__))
 from onnx_helpers import check_against_ort, make_model
 
 import autotune.frontend.onnx as frontend
+from autotune.graph import compile_model
 
 F = np.float32
 
@@ -160,8 +162,9 @@ def test_a_model_whose_ops_mean_the_same_loads_at_the_nearest_supported_opset(op
     ([helper.make_node("Split", ["x"], ["y", "z"], name="sp", axis=2, split=[2, 4])], 12, "Split ('sp')"),  # split: input
     ([helper.make_node("Cast", ["x"], ["y"], name="ca", to=11, round_mode="up")], 28, "Cast ('ca')"),  # set, absent at 21
     ([helper.make_node("Unsqueeze", ["x"], ["y"], name="un", axes=[0])], 12, "Unsqueeze ('un')"),  # axes: input at 13
-    ([helper.make_node("MaxPool", ["x"], ["y"], name="mp", kernel_shape=[2], strides=[2], pads=[0, 1], ceil_mode=1)],
-     22, "MaxPool ('mp') means something else at opset 22"),                # its last window starts in the padding
+    ([helper.make_node("MaxPool", ["x"], ["y"], name="mp", kernel_shape=[2], strides=[2], auto_pad="SAME_UPPER",
+                       ceil_mode=1)],
+     22, "MaxPool ('mp') means something else at opset 22"),      # auto_pad: whether a window drops is not told
 ])
 def test_a_model_whose_ops_changed_is_refused_naming_them(nodes, opset: int, named: str) -> None:
     model = make_model(nodes, {"x": ((1, 2, 6), F)}, ["y"], opset=opset)
@@ -177,6 +180,27 @@ def test_an_attribute_added_later_and_left_unset_does_not_stop_a_restamp() -> No
         model = make_model(nodes, {"x": ((1, 2, 6), F)}, ["i", "d"], opset=opset)
         graph = frontend.load(model)
         assert graph.value("i").dtype == "int64" and graph.value("d").dtype == "float64", nearest
+
+
+@pytest.mark.parametrize("op, shape, attrs", [
+    ("MaxPool", (1, 2, 6, 7), dict(kernel_shape=[2, 3], strides=[3, 2], pads=[0, 1, 0, 2], ceil_mode=1)),  # both axes
+    ("AveragePool", (1, 2, 5, 7), dict(kernel_shape=[3, 3], strides=[3, 3], pads=[1, 1, 1, 1], ceil_mode=1,
+                                       count_include_pad=1)),                                    # the rows only
+])
+def test_a_ceil_mode_pool_whose_last_window_starts_in_the_padding_loads_at_opset_22(op, shape, attrs) -> None:
+    """Opset 22 drops that window, 21 keeps it (ONNX's shape inference at 21 counts it; its
+    reference evaluator, like onnxruntime, drops it at every opset): the node loads as the
+    opset-21 pool and a Slice, and computes what the reference computes (MaxPool's indices too)."""
+    outputs = ["y", "i"] if op == "MaxPool" else ["y"]
+    x = np.random.default_rng(3).standard_normal(shape).astype(F)
+    model, older = (make_model([helper.make_node(op, ["x"], outputs, **attrs)], {"x": (shape, F)}, outputs,
+                               opset=opset) for opset in (22, 21))
+    want = ReferenceEvaluator(model).run(None, {"x": x})
+    inferred = onnx.shape_inference.infer_shapes(older).graph.output[0].type.tensor_type.shape.dim
+    kept = [d.dim_value - n for d, n in zip(inferred, want[0].shape)]
+    assert kept == ([0, 0, 1, 1] if op == "MaxPool" else [0, 0, 1, 0])      # the windows opset 22 drops
+    for got, expected in zip(compile_model(model)(x), want, strict=True):
+        np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
 
 
 def test_a_ceil_mode_pool_whose_windows_all_start_inside_loads_at_opset_22() -> None:
