@@ -163,16 +163,17 @@ def _pool(b: Builder, node: Any, attrs: Attrs) -> None:
     count_pads = node.op_type == "AveragePool" and bool(attrs.get("count_include_pad", 0))
     fits = (len(kernel) in (1, 2) and set(dilations) == {1} and begin == reach
             and all(2 * p <= k for p, k in zip(begin, kernel)) and not (count_pads and max(begin) > 0))
+    geometry = (kernel, strides, dilations, begin)          # the indices' (before a 1-d pool's lift below)
     if not fits:
         _padded_pool(b, node, attrs, kernel, strides, dilations, begin, end, reach)
     else:
-        flat = len(kernel) == 1
-        x2 = b.view(x, (*b.shape(x)[:2], 1, sizes[0])) if flat else x
-        op, params, shape = _pool2d(node.op_type == "MaxPool", b.shape(x2), [1, *kernel] if flat else kernel,
-                                    [1, *strides] if flat else strides, [0, *begin] if flat else begin)
-        b.kernel_out(op, [x2], params, shape)
+        if len(kernel) == 1:
+            kernel, strides, begin = [1, *kernel], [1, *strides], [0, *begin]
+            x = b.view(x, (*b.shape(x)[:2], 1, sizes[0]))
+        op, params, shape = _pool2d(node.op_type == "MaxPool", b.shape(x), kernel, strides, begin)
+        b.kernel_out(op, [x], params, shape)
     if _wants_indices(node):
-        _pool_indices(b, node, attrs, kernel, strides, dilations, begin)
+        _pool_indices(b, node, attrs, *geometry)
 
 
 def _pool_indices(b: Builder, node: Any, attrs: Attrs, kernel: list[int], strides: list[int],

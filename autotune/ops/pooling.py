@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..runtime import load
-from ..topi.pooling import pool_geometry
+from ..topi.pooling import plane_starts, pool_geometry
 from .checks import arrays as checked_arrays, float_dtype
 
 
@@ -44,9 +44,7 @@ def max_pool2d(x: np.ndarray, kernel_size: Any, stride: Any = None, padding: Any
     kernel = load("max_pool2d_indices", db=db, dtype=str(y.dtype), shape=x.shape, out=out, kernel=k, stride=s,
                   padding=p, dilation=1, column_major=0)
     flat = kernel(np.ascontiguousarray(x), y)
-    N, C, H, W = x.shape
-    planes = (np.arange(N * C, dtype=np.int64) * (H * W)).reshape(N, C, 1, 1)
-    return y, np.where(flat < 0, -1, flat - planes)
+    return y, np.where(flat < 0, -1, flat - plane_starts(x.shape))
 
 
 def avg_pool2d(x: np.ndarray, kernel_size: Any, stride: Any = None, padding: Any = 0, db: Any = None) -> np.ndarray:

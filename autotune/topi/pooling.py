@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from .. import te
 from ..dtype import is_float
 from ..te.expr import Expr
@@ -125,6 +127,13 @@ def max_pool2d_indices(x: te.Tensor, y: te.Tensor, kernel: Any, stride: Any, pad
         return te.if_then_else(k < plane, index, te.const(-1, "int64"))
 
     return te.compute(y.shape, flat, name=op, tag="elemwise")
+
+
+def plane_starts(shape: Sequence[int]) -> np.ndarray:
+    """Where each (n, c) plane of an NCHW array of `shape` starts in it flattened, shaped
+    (N, C, 1, 1): what `max_pool2d_indices` adds to a position within its plane."""
+    N, C, H, W = shape
+    return (np.arange(N * C, dtype=np.int64) * (H * W)).reshape(N, C, 1, 1)
 
 
 def global_avg_pool(x: te.Tensor, lanes: int = 1) -> te.Tensor:

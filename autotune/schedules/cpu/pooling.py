@@ -65,7 +65,7 @@ def _max_pool_indices_reference(x: np.ndarray, y: np.ndarray, kernel: Any, strid
                                 column_major: int, **_: Any) -> np.ndarray:
     """ONNX's reference search, by whole windows positions at a time: the first position in
     row-major window order that is inside x and equals y, else -1."""
-    N, C, H, W = x.shape
+    H, W = x.shape[2:]
     OH, OW = y.shape[2:]
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = (np.broadcast_to(v, 2) for v in (kernel, stride, padding, dilation))
     found = np.full(y.shape, -1, np.int64)
@@ -78,8 +78,7 @@ def _max_pool_indices_reference(x: np.ndarray, y: np.ndarray, kernel: Any, strid
             where = h[:, None] + w[None, :] * H if column_major else h[:, None] * W + w[None, :]
             new = (found < 0) & inside & (value == y)
             found[new] = np.broadcast_to(where, y.shape)[new]
-    planes = (np.arange(N)[:, None] * C + np.arange(C)[None, :]).astype(np.int64) * H * W
-    return np.where(found < 0, -1, found + planes[:, :, None, None])
+    return np.where(found < 0, -1, found + topi.plane_starts(x.shape))
 
 
 @template("max_pool2d_indices", reference=_max_pool_indices_reference,
