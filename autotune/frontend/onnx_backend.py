@@ -18,13 +18,16 @@ import onnx
 from onnx.backend.base import Backend, BackendRep, namedtupledict
 
 # Inputs of these ops set a parameter (axes, slice bounds, pads, a target shape, scales, repeats, clip
-# bounds), not data: the frontend compiles them as constants.
+# bounds, a range's ends and step), not data: the frontend compiles them as constants.
 PARAMETER_INPUTS: dict[str, tuple[int, ...]] = {
     **{op: (1,) for op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
                            "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare", "Reshape", "Expand", "Squeeze",
                            "Unsqueeze", "Split", "Tile")},
     "Slice": (1, 2, 3, 4), "Pad": (1, 2, 3), "Resize": (1, 2, 3), "Clip": (1, 2), "ConstantOfShape": (0,),
+    "Range": (0, 1, 2),
 }
+# ops whose outputs depend on their input's shape only, never on its values
+SHAPE_READERS = frozenset({"Shape", "Size"})
 
 # what the frontend's refusals say: "unsupported ops: ...", "... is not supported", "does not support"
 _UNSUPPORTED = re.compile(r"unsupported|not supported|does not support")
@@ -87,12 +90,15 @@ class AutotuneBackend(Backend):
 
     @classmethod
     def run_model(cls, model: onnx.ModelProto, inputs: Any, device: str = "CPU", **kwargs: Any) -> tuple[Any, ...]:
-        """Compile and run once. Graph inputs that only set parameters (`PARAMETER_INPUTS`) take
-        the values given here as constants, as TVM's ONNX frontend does with frozen params: the
-        model is compiled for them."""
+        """Compile and run once. Graph inputs whose values set a parameter (`PARAMETER_INPUTS`),
+        directly or through a computation (a window's length through Cast into a Range, a crop's
+        target shape into a Slice's bounds), take the values given here as constants, as TVM's
+        ONNX frontend does with frozen params: a static-shape compiler cannot build the model
+        without them, so it is compiled for them."""
         names = [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
         feeds = dict(inputs) if isinstance(inputs, Mapping) else dict(zip(names, _as_list(inputs)))
-        frozen = {n: v for n, v in feeds.items() if _only_parameter(model.graph, n)}
+        sets_parameter = _sets_parameter(model.graph)
+        frozen = {n: v for n, v in feeds.items() if n in sets_parameter}
         if frozen:
             model = freeze_inputs(model, frozen)
         rest = {n: v for n, v in feeds.items() if n not in frozen}
@@ -107,10 +113,15 @@ def _as_list(inputs: Any) -> list[Any]:
     return [inputs] if isinstance(inputs, np.ndarray) else list(inputs)
 
 
-def _only_parameter(graph: onnx.GraphProto, name: str) -> bool:
-    """Whether every use of value `name` in the graph is a parameter input."""
-    uses = [(n.op_type, i) for n in graph.node for i, v in enumerate(n.input) if v == name]
-    return bool(uses) and all(i in PARAMETER_INPUTS.get(op, ()) for op, i in uses)
+def _sets_parameter(graph: onnx.GraphProto) -> set[str]:
+    """The values of `graph` whose values reach a parameter input (`PARAMETER_INPUTS`), through
+    any node but a shape reader (`SHAPE_READERS`: its output does not depend on the values)."""
+    found: set[str] = set()
+    for node in reversed(graph.node):        # topological order: a node's readers come after it
+        params = PARAMETER_INPUTS.get(node.op_type, ())
+        feeds_one = node.op_type not in SHAPE_READERS and any(o in found for o in node.output)
+        found.update(v for i, v in enumerate(node.input) if v and (i in params or feeds_one))
+    return found
 
 
 def freeze_inputs(model: onnx.ModelProto, values: Mapping[str, Any]) -> onnx.ModelProto:

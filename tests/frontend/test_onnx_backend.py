@@ -134,6 +134,25 @@ def test_backend_interface(stand_in):
     assert isinstance(onnx.backend.base.Backend, type) and issubclass(AutotuneBackend, onnx.backend.base.Backend)
 
 
+def test_inputs_that_set_a_shape_are_frozen_through_computations():
+    """A value reaching a parameter input through other nodes is frozen (a crop's target shape
+    through Sub into Slice's bounds, a length through Cast into Range); the data input whose
+    shape only (Shape) takes part is not, nor is an input that only feeds data."""
+    from onnx import TensorProto, helper
+
+    from autotune.frontend.onnx_backend import _sets_parameter
+
+    nodes = [helper.make_node("Shape", ["x"], ["xs"]), helper.make_node("Sub", ["xs", "target"], ["cut"]),
+             helper.make_node("Slice", ["x", "zero", "cut"], ["crop"]),
+             helper.make_node("Cast", ["n"], ["nf"], to=TensorProto.FLOAT),
+             helper.make_node("Range", ["zero_f", "nf", "one_f"], ["ramp"]),
+             helper.make_node("Div", ["ramp", "nf"], ["window"]), helper.make_node("Mul", ["window", "w"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [], [])
+    found = _sets_parameter(graph)
+    assert {"target", "n", "xs", "cut", "nf", "zero", "zero_f", "one_f"} <= found
+    assert not found & {"x", "w", "ramp", "window", "y", "crop"}
+
+
 def test_script_reports_per_op_and_writes_the_lists(stand_in, tmp_path, capsys):
     expected, known = tmp_path / "expected.txt", tmp_path / "known.txt"
     stand_in["ops"] = {"Relu"}                     # the expanded Relu case (Max, Constant...) is refused
