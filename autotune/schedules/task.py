@@ -9,6 +9,7 @@ import functools
 import inspect
 import math
 import os
+import pickle
 import re
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -19,6 +20,7 @@ import numpy as np
 
 from ..dtype import dtype_info, is_float
 from ..errors import ArgumentError, BuildError, InstantiationError, ScheduleError
+from ..forked import map_forked
 from ..ir.bounds import const_bound
 from ..ir.hoist import HoistPlan, plan_hoist
 from ..ir.lower import lower
@@ -31,6 +33,7 @@ from .schedule import Schedule
 from .space import INSTANTIATION_ERRORS, ConfigEntity, ConfigSpace
 
 MAX_PARAM = 2 ** 1023     # larger ints overflow float (flop counts), and past 4300 digits even str()
+Lowered = tuple[PrimFunc, HoistPlan | None] | Exception   # a config's kernel and hoist plan, or why not
 MAX_LOWERED = 512         # lowered configs a task keeps (the xgb tuner ranks pools of 3x a batch)
 AUTOTUNE_ERRORS = (ScheduleError, InstantiationError, BuildError, ArgumentError)   # already name their object
 
@@ -203,7 +206,7 @@ class Task:
         self.reduction = longest_reduction(args)
         self.kernel_name = re.sub(r"\W", "_", self.name) or "kernel"     # a C identifier (CUDA)
         self.constant_inputs: tuple[int, ...] = ()
-        self._lowered: OrderedDict[int, tuple[PrimFunc, HoistPlan | None] | Exception] = OrderedDict()
+        self._lowered: OrderedDict[int, Lowered] = OrderedDict()
 
     @property
     def target_key(self) -> str:
@@ -270,23 +273,52 @@ class Task:
         """How `lower`'s kernel was split from its weight transforms, or None when it was not."""
         return self._lower(config)[1]
 
+    def prelower(self, configs: Sequence[ConfigEntity | int | dict]) -> None:
+        """Lower the configs not lowered yet on every core at once (forked processes,
+        `autotune.forked`), so that `lower` then finds them: a tuner ranking a pool of
+        candidates by their IR would otherwise wait on one core's Python lowering, 1-2 s per
+        conv config and most of a tuning run's wall time."""
+        indices = (c if isinstance(c, int) else self.config(c).index for c in configs)
+        todo = [i for i in dict.fromkeys(indices) if i not in self._lowered]
+        for index, hit in zip(todo, map_forked(self._portable_lowering, todo)):
+            self._keep(index, hit)
+
     def _lower(self, config: ConfigEntity | int | dict) -> tuple[PrimFunc, HoistPlan | None]:
         index = self.config(config).index
         hit = self._lowered.get(index)
         if hit is None:
-            try:
-                s, args = self.instantiate(index)
-                plan = plan_hoist(s, args, self.constant_inputs) \
-                    if self.constant_inputs and self.target.kind == "llvm" else None
-                hit = (plan.kernel(self.kernel_name) if plan else lower(s, args, name=self.kernel_name), plan)
-            except Exception as e:   # noqa: BLE001  (kept: the same config fails the same way)
-                hit = e
-            self._lowered[index] = hit
-            if len(self._lowered) > MAX_LOWERED:
-                self._lowered.popitem(last=False)
+            hit = self._keep(index, self._lowering(index))
         self._lowered.move_to_end(index)
         if isinstance(hit, Exception):
             raise hit
+        return hit
+
+    def _lowering(self, index: int) -> Lowered:
+        """The kernel and its hoist plan, or the exception lowering raised (kept: the same config
+        fails the same way)."""
+        try:
+            s, args = self.instantiate(index)
+            plan = plan_hoist(s, args, self.constant_inputs) if self.constant_inputs and self.target.kind == "llvm" \
+                else None
+            return plan.kernel(self.kernel_name) if plan else lower(s, args, name=self.kernel_name), plan
+        except Exception as e:   # noqa: BLE001
+            return e
+
+    def _portable_lowering(self, index: int) -> Lowered:
+        """`_lowering` as a forked child returns it: an exception that would not unpickle as it
+        is becomes a RuntimeError with its type and message (what a build error records)."""
+        hit = self._lowering(index)
+        if isinstance(hit, Exception) and not isinstance(hit, InstantiationError):
+            try:
+                pickle.loads(pickle.dumps(hit))
+            except Exception:   # noqa: BLE001
+                return RuntimeError(f"{type(hit).__name__}: {hit}")
+        return hit
+
+    def _keep(self, index: int, hit: Lowered) -> Lowered:
+        self._lowered[index] = hit
+        if len(self._lowered) > MAX_LOWERED:
+            self._lowered.popitem(last=False)
         return hit
 
     def is_valid(self, index: int) -> bool:

@@ -67,11 +67,11 @@ def _pick(records: list[Any], quota: int, rng: random.Random) -> list[Any]:
 
 
 def _index_here(task: Task, config: dict) -> int | None:
+    """The config's index in `task`'s space (None where the space has no such config)."""
     try:
-        index = task.config_space.from_json(config).index
+        return task.config_space.from_json(config).index
     except InstantiationError:
         return None
-    return index if task.is_valid(index) else None
 
 
 def load_transfer(task: Task, db: Any, seed: int | None) -> TransferSet | None:
@@ -91,8 +91,9 @@ def load_transfer(task: Task, db: Any, seed: int | None) -> TransferSet | None:
         other = _task_of(task, w)
         if other is None or len(other.config_space.knob_vector(0)) != width:
             continue    # a knob layout that differs by shape is not the same space
-        picked = _pick(db.records(w.key, task.target_key, ok_only=True), quota, rng)
-        for rec in picked[:max(0, MAX_RECORDS - len(groups))]:
+        picked = _pick(db.records(w.key, task.target_key, ok_only=True), quota, rng)[:max(0, MAX_RECORDS - len(groups))]
+        other.prelower([i for i in (_index_here(other, r.config) for r in picked) if i is not None])
+        for rec in picked:
             try:
                 index = other.config(rec.config).index
                 ir.append(config_features(other, index))
@@ -105,5 +106,7 @@ def load_transfer(task: Task, db: Any, seed: int | None) -> TransferSet | None:
         starts += [i for r in picked[:STARTS_PER_WORKLOAD] if (i := _index_here(task, r.config)) is not None]
     if not groups:
         return None
+    task.prelower(starts)
+    starts = [i for i in starts if task.is_valid(i)]
     return TransferSet(np.stack(ir), np.asarray(knobs, dtype=np.float32), np.asarray(thr), groups,
                        list(dict.fromkeys(starts)), used, time.perf_counter() - t0)

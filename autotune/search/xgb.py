@@ -118,7 +118,9 @@ class XGBTuner(Tuner):
 
     def _pick(self, pool: list[int], n: int) -> list[int]:
         """Up to n of the pool: ranked by the IR model and spread out, or as given before it is fit."""
-        pool = [p for p in pool if p not in self.visited and self.is_valid(p)]
+        pool = [p for p in pool if p not in self.visited]
+        self.task.prelower(pool)        # every core lowers the pool; is_valid and the features read it
+        pool = [p for p in pool if self.is_valid(p)]
         if not pool or self.ir_model.booster is None:
             return self.take(pool, n)
         scores = self.ir_model.predict(np.stack([self.ir_features(p) for p in pool]))

@@ -1,9 +1,11 @@
-"""The measurement boundary carries data, not recipes: the parent instantiates and lowers each
-measured config once, workers never instantiate a template nor import one, and the runner
-gets the task's check data as files made once per task."""
+"""The measurement boundary carries data, not recipes: the tuning process (or a child it forked
+to lower a pool of candidates, `Task.prelower`, which inherits the task) instantiates and lowers
+each config once, workers never instantiate a template nor import one, and the runner gets the
+task's check data as files made once per task."""
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -42,7 +44,8 @@ def counted(cfg, n: int, dtype: str = "float32"):
         s[B].parallel(outer)
     if isinstance(cfg, ConfigEntity):                  # apply mode: one config
         with LOG.open("a") as f:
-            f.write(json.dumps({"pid": os.getpid(), "index": cfg.index}) + "\n")
+            f.write(json.dumps({"pid": os.getpid(), "ppid": os.getppid(), "index": cfg.index,
+                                "process": multiprocessing.current_process().name}) + "\n")
     return s, [A, B]
 
 
@@ -72,10 +75,13 @@ def test_each_config_is_instantiated_and_lowered_once_and_only_here(tmp_path, lo
                            measure_option=OPTIONS)
     assert result.trials == 12 and not result.errors
     made = _instantiations(log)
-    assert {m["pid"] for m in made} == {os.getpid()}          # workers: no instantiation at all
+    here = [m for m in made if m["pid"] == os.getpid()]
+    forked = [m for m in made if m["pid"] != os.getpid()]
+    # build and run workers: no instantiation at all; only lowering children forked from here
+    assert all(m["ppid"] == os.getpid() and m["process"].startswith("ForkProcess") for m in forked)
     per_config = Counter(m["index"] for m in made)
     assert max(per_config.values()) == 1                      # validity, features, build: one lowering
-    assert lowered["all"] == len(per_config)
+    assert lowered["all"] == len(here)
     measured = {i for i, _ in result.history}
     assert measured <= set(per_config)
     if tuner == "random":                                     # it looks at nothing it does not measure

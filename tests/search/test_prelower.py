@@ -1,0 +1,64 @@
+"""Lowering a pool of configs in forked processes (`autotune.forked`, `Task.prelower`): the same
+kernels and the same refusals as lowering here, results in order, and a broken pool is no error."""
+import os
+import re
+
+import pytest
+
+from autotune.errors import InstantiationError
+from autotune.forked import map_forked
+from autotune.schedules.task import create_task
+
+
+def test_map_forked_runs_in_children_and_keeps_the_order():
+    parent = os.getpid()
+    out = map_forked(lambda x: (x * x, os.getpid()), list(range(11)), workers=2)
+    assert [v for v, _ in out] == [x * x for x in range(11)]
+    assert all(pid != parent for _, pid in out)
+    assert map_forked(lambda x: os.getpid(), [1], workers=4) == [parent]      # one item: here
+
+
+def test_map_forked_computes_here_what_a_broken_pool_did_not_return():
+    parent = os.getpid()
+
+    def dies_in_a_child(x):
+        if os.getpid() != parent and x == 5:
+            os._exit(3)
+        return x + 1
+
+    assert map_forked(dies_in_a_child, list(range(9)), workers=2) == list(range(1, 10))
+
+
+def _conv():
+    return create_task("conv2d", N=1, C=5, H=9, W=11, F=7, KH=3, KW=3, stride=1, padding=1)
+
+
+def test_prelower_gives_the_kernels_and_refusals_of_lowering_here():
+    forked, here = _conv(), _conv()
+    indices = list(range(0, len(forked.config_space), max(1, len(forked.config_space) // 12)))[:12]
+    forked.prelower(indices)
+    assert all(i in forked._lowered for i in indices)
+    refused = 0
+    for i in indices:
+        try:
+            expected = str(here.lower(i))
+        except InstantiationError as e:
+            refused += 1
+            with pytest.raises(InstantiationError, match=re.escape(str(e))):
+                forked.lower(i)
+            continue
+        assert str(forked.lower(i)) == expected
+    assert 0 < refused < len(indices)
+
+
+def test_map_forked_runs_here_in_a_daemonic_process():
+    """A multiprocessing pool's worker may not have children: the map runs in it instead."""
+    import multiprocessing
+
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        pids = pool.apply(_pids_of_a_map)
+    assert len(set(pids)) == 1
+
+
+def _pids_of_a_map():
+    return map_forked(lambda x: os.getpid(), list(range(4)), workers=2)
