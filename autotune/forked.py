@@ -12,6 +12,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -30,15 +31,21 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
-def _call(item: Any) -> Any:
+def _call(item: Any) -> tuple[Any, list[tuple[str, type[Warning]]]]:
+    """The job's result and the warnings it raised: a child writes nothing itself (a lock that
+    another of the parent's threads held at the fork, a console's, would never be released)."""
     assert _job is not None
-    return _job(item)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = _job(item)
+    return result, [(str(w.message), w.category) for w in caught]
 
 
 def map_forked(fn: Callable[[T], R], items: Sequence[T], workers: int | None = None) -> list[R]:
     """[fn(x) for x in items], spread over up to `workers` (default: the usable cores) forked
-    processes. `fn` must return picklable values and must not need threads started before the
-    fork (OpenMP's, LLVM's): it runs in a child that has only the calling thread."""
+    processes; the warnings `fn` raised there are raised here. `fn` must return picklable values
+    and must not need threads started before the fork (OpenMP's, LLVM's): it runs in a child
+    that has only the calling thread."""
     global _job
     workers = min(workers or cores(), len(items))
     if workers < 2 or "fork" not in multiprocessing.get_all_start_methods() \
@@ -50,8 +57,10 @@ def map_forked(fn: Callable[[T], R], items: Sequence[T], workers: int | None = N
     results: list[R] = []
     try:
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-            for result in pool.map(_call, items, chunksize=max(1, len(items) // (4 * workers))):
+            for result, raised in pool.map(_call, items, chunksize=max(1, len(items) // (4 * workers))):
                 results.append(result)
+                for message, category in raised:      # as if the job had run here
+                    warnings.warn(message, category, stacklevel=2)
     except BrokenProcessPool:
         pass
     finally:

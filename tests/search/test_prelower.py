@@ -62,3 +62,16 @@ def test_map_forked_runs_here_in_a_daemonic_process():
 
 def _pids_of_a_map():
     return map_forked(lambda x: os.getpid(), list(range(4)), workers=2)
+
+
+def test_warnings_raised_in_a_child_are_raised_here():
+    import warnings
+
+    def warns(x):
+        warnings.warn(f"item {x} in {os.getpid()}", UserWarning, stacklevel=1)
+        return x
+
+    with pytest.warns(UserWarning) as caught:
+        assert map_forked(warns, [1, 2, 3], workers=2) == [1, 2, 3]
+    assert sorted(str(w.message).split(" in ")[0] for w in caught) == ["item 1", "item 2", "item 3"]
+    assert all(str(w.message).split(" in ")[1] != str(os.getpid()) for w in caught)
