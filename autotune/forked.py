@@ -10,7 +10,6 @@ is not an error either: what it did not return is computed here.
 from __future__ import annotations
 
 import multiprocessing
-import os
 import sys
 import warnings
 from collections.abc import Callable, Sequence
@@ -18,17 +17,12 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
+from .target import usable_cores
+
 T = TypeVar("T")
 R = TypeVar("R")
 
 _job: Callable[[Any], Any] | None = None     # the function, inherited by the children at fork
-
-
-def cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def _call(item: Any) -> tuple[Any, list[tuple[str, type[Warning]]]]:
@@ -47,7 +41,7 @@ def map_forked(fn: Callable[[T], R], items: Sequence[T], workers: int | None = N
     and must not need threads started before the fork (OpenMP's, LLVM's): it runs in a child
     that has only the calling thread."""
     global _job
-    workers = min(workers or cores(), len(items))
+    workers = min(workers or usable_cores(), len(items))
     if workers < 2 or "fork" not in multiprocessing.get_all_start_methods() \
             or multiprocessing.current_process().daemon:      # a daemonic process may not have children
         return [fn(x) for x in items]

@@ -158,7 +158,7 @@ class Target:
         features = set(self.features if self.features is not None else _host_cpu_flags())
         width = 64 if "avx512f" in features else 32 if features & {"avx", "avx2"} else 16
         caches = _host_caches()
-        return CpuFacts(width, caches[1], caches[2], self.cores or _usable_cores())
+        return CpuFacts(width, caches[1], caches[2], self.cores or usable_cores())
 
     @property
     def limits(self) -> GpuLimits | None:
@@ -279,11 +279,13 @@ def _host_caches() -> dict[int, int]:
     return out
 
 
-def _usable_cores() -> int:
-    """Cores this process may run on (its affinity where the OS has one)."""
+@functools.cache
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity mask, which a container or taskset can
+    narrow below os.cpu_count()); looked up once, since it is slow on some systems."""
     try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
         return os.cpu_count() or 1
 
 

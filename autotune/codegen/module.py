@@ -6,7 +6,6 @@ It comes from a PrimFunc compiled in this process, or from object code plus its 
 from __future__ import annotations
 
 import ctypes
-import functools
 import hashlib
 import os
 from collections.abc import Callable
@@ -17,7 +16,7 @@ import numpy as np
 from ..dtype import dtype_info
 from ..errors import ArgumentError
 from ..ir.nodes import PrimFunc
-from ..target import Target
+from ..target import Target, usable_cores
 from . import jit
 from .llvm import NUM_THREADS_SYMBOL, entry_symbol, status_error
 
@@ -25,21 +24,11 @@ NUM_THREADS_ENV = "AUTOTUNE_NUM_THREADS"
 SIGNATURE_VERSION = 2  # 2: kernels return an i32 status (allocation failures)
 
 
-@functools.cache
-def _cores() -> int:
-    """The cores this process may run on (its affinity mask, which a container or taskset can
-    narrow below os.cpu_count()); looked up once, since it is slow on some systems."""
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
 def num_threads() -> int:
     """Threads for PARALLEL loops: $AUTOTUNE_NUM_THREADS, else every core (read at each call)."""
     text = os.environ.get(NUM_THREADS_ENV, "").strip()
     if not text:
-        return _cores()
+        return usable_cores()
     try:
         n = int(text)
     except ValueError:

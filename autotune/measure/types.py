@@ -9,10 +9,11 @@ from __future__ import annotations
 import base64
 import enum
 import math
-import os
 import statistics
 from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
+
+from ..target import usable_cores
 
 if TYPE_CHECKING:        # workers import this module; they never see a Task
     from ..schedules.task import Task
@@ -105,13 +106,6 @@ class MeasureResult:
                    float(d.get("timestamp", 0.0)), float(d.get("run_seconds", 0.0)))
 
 
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
 @dataclass(frozen=True)
 class MeasureOptions:
     """How candidates are built, checked and timed (AutoTVM's LocalBuilder/LocalRunner knobs).
@@ -147,7 +141,7 @@ class MeasureOptions:
     cold_weights: bool = False
     run_timeout_s: float = 10.0
     build_timeout_s: float = 30.0
-    build_workers: int = field(default_factory=_cores)
+    build_workers: int = field(default_factory=usable_cores)
     rtol: float | None = None
     atol: float | None = None
     check: bool = True
