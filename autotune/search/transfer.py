@@ -92,10 +92,12 @@ def load_transfer(task: Task, db: Any, seed: int | None) -> TransferSet | None:
         if other is None or len(other.config_space.knob_vector(0)) != width:
             continue    # a knob layout that differs by shape is not the same space
         picked = _pick(db.records(w.key, task.target_key, ok_only=True), quota, rng)[:max(0, MAX_RECORDS - len(groups))]
-        other.prelower([i for i in (_index_here(other, r.config) for r in picked) if i is not None])
-        for rec in picked:
+        indices = [_index_here(other, r.config) for r in picked]
+        other.prelower([i for i in indices if i is not None])
+        for rec, index in zip(picked, indices):
+            if index is None:
+                continue
             try:
-                index = other.config(rec.config).index
                 ir.append(config_features(other, index))
             except Exception:   # noqa: BLE001  (a config this version cannot lower: skipped)
                 continue
