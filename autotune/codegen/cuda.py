@@ -24,6 +24,7 @@ from ..ir.nodes import (
     IfThenElse,
     Let,
     Load,
+    Prefetch,
     PrimFunc,
     Ramp,
     Seq,
@@ -250,6 +251,8 @@ class CudaEmitter:
             self.line("__syncthreads();")
         elif type(s) is ThreadAllReduce:
             self.allreduce(s)
+        elif type(s) is Prefetch:
+            pass            # a CPU cache hint: the GPU's loads go through their own caches
         else:
             raise BuildError(f"cuda codegen: no rule for statement {t.__name__}")
 

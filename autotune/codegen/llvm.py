@@ -24,6 +24,7 @@ from ..ir.nodes import (
     IfThenElse,
     Let,
     Load,
+    Prefetch,
     PrimFunc,
     Ramp,
     Seq,
@@ -419,6 +420,16 @@ class LLVMCodegen:
         with _bound(self.scope.vars, s.var, self.expr(s.value)):
             self.stmt(s.body)
 
+    def _prefetch(self, s: Prefetch) -> None:
+        """llvm.prefetch(address, read, locality 3 = keep in every cache level, data cache). The
+        address is computed without `inbounds`: it may lie past the buffer (Prefetch's doc)."""
+        index = self.index(s.index)
+        if index.type.width < 64:
+            index = self.b.sext(index, h.I64)
+        ptr = self.b.gep(self.buffer_ptr(s.buffer), [index], source_etype=h.memory_type(s.buffer.dtype))
+        h.call_intrinsic(self.b, "prefetch", [ptr, h.const_like(h.I32, 0), h.const_like(h.I32, 3),
+                                              h.const_like(h.I32, 1)], ret=ir.VoidType())
+
     def _evaluate(self, s: Evaluate) -> None:
         if not isinstance(s.value, Const):
             raise BuildError(f"llvm codegen: cannot evaluate {s.value} for its effect on the "
@@ -426,7 +437,7 @@ class LLVMCodegen:
 
     _STMT: ClassVar[dict[type, Callable]] = {
         Seq: _seq, Store: _store, For: _for, Allocate: _allocate, IfThenElse: _if, Let: _let,
-        Evaluate: _evaluate,
+        Evaluate: _evaluate, Prefetch: _prefetch,
     }
 
 

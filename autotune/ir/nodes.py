@@ -174,6 +174,16 @@ class Let(Stmt):
 
 
 @dataclass(frozen=True, slots=True, eq=False)
+class Prefetch(Stmt):
+    """A hint that `buffer[index]` (a scalar index) will be read soon: its cache line is fetched
+    ahead, nothing is read or written. The index may lie past the buffer's end (a prefetch of
+    what the last iterations would read next); no access happens there, so that is harmless."""
+
+    buffer: Buffer
+    index: Expr
+
+
+@dataclass(frozen=True, slots=True, eq=False)
 class Evaluate(Stmt):
     """Evaluate an expression for its effect (e.g. a barrier intrinsic on GPU)."""
 

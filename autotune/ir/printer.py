@@ -11,6 +11,7 @@ from .nodes import (
     IfThenElse,
     Let,
     Load,
+    Prefetch,
     PrimFunc,
     Ramp,
     Seq,
@@ -57,6 +58,8 @@ def _lines(s: Stmt, indent: int, out: list[str]) -> None:
         _lines(s.body, indent, out)
     elif type(s) is Evaluate:
         out.append(f"{pad}{expr_str(s.value)}")
+    elif type(s) is Prefetch:
+        out.append(f"{pad}prefetch {s.buffer.name}[{expr_str(s.index)}]")
     elif type(s) is ThreadAllReduce:
         out.append(f"{pad}{s.buffer.name}[0] = allreduce_{s.combiner}({s.buffer.name}[0]) over {s.thread}")
     elif type(s) is Seq:

@@ -23,6 +23,7 @@ from .builder import flat_index
 from .functor import uses_var
 from .infer_bound import BoundInference, pass_up
 from .nodes import Allocate, Buffer, For, ForKind, IfThenElse, Load, Stmt, Store, ThreadAllReduce, seq
+from .prefetch import prefetches
 
 _KINDS = {"serial": ForKind.SERIAL, "vectorize": ForKind.VECTORIZED, "unroll": ForKind.UNROLLED,
           "parallel": ForKind.PARALLEL, "bind": ForKind.THREAD_BOUND}
@@ -223,10 +224,19 @@ class NestBuilder:
             body = self._with_attached([a for a in attached if a.attach_ivar is iv], body)
             body = self._guarded(body, [g for g in guards if depth[id(g)] == pos])
             attr = st.attr_of(iv)
+            body = self._with_prefetches(st, iv, loop_vars[pos], attr.prefetch, body)
             thread = attr.thread.thread_tag if attr.thread is not None else None
             body = For(loop_vars[pos], ext[iv], _KINDS[attr.kind], body, thread)
         top = [g for g in guards if depth[id(g)] == -1]
         return self._guarded(body, top) if with_top or top else body
+
+    def _with_prefetches(self, st: Stage, iv: IterVar, var: Var, requests: list[tuple[Tensor, int]],
+                         body: Stmt) -> Stmt:
+        """`body` after the Prefetch statements of `Stage.prefetch` requests on axis iv."""
+        fetches = [p for tensor, offset in requests
+                   for p in prefetches(body, self.buffers[id(self.schedule[tensor])], var, offset,
+                                       f"prefetch of {tensor.name} at {st.name}.{iv.name}")]
+        return seq(*fetches, body) if fetches else body
 
     @staticmethod
     def _guarded(body: Stmt, conds: list[Expr]) -> Stmt:

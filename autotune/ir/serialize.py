@@ -53,6 +53,7 @@ Allocate           buffer, body: stmt
 IfThenElse         cond: expr, then_case: stmt, else_case: stmt?
 Let                var, value: expr, body: stmt
 Evaluate           value: expr
+Prefetch           buffer, index: expr
 ThreadAllReduce    buffer, combiner: "sum" | "max" | "min", thread: str
 Seq                stmts: [stmt]
 =================  ==================================================================
@@ -115,6 +116,7 @@ from .nodes import (
     IfThenElse,
     Let,
     Load,
+    Prefetch,
     PrimFunc,
     Ramp,
     Seq,
@@ -340,6 +342,7 @@ NODES: dict[str, tuple[type, tuple[tuple[str, _Field], ...]]] = {
     "IfThenElse": (IfThenElse, (("cond", EXPR), ("then_case", STMT), ("else_case", OPT_STMT))),
     "Let": (Let, (("var", VAR), ("value", EXPR), ("body", STMT))),
     "Evaluate": (Evaluate, (("value", EXPR),)),
+    "Prefetch": (Prefetch, (("buffer", BUFFER), ("index", EXPR))),
     "ThreadAllReduce": (ThreadAllReduce, (("buffer", BUFFER), ("combiner", COMBINER), ("thread", STR))),
     "Seq": (Seq, (("stmts", STMTS),)),
 }

@@ -37,11 +37,13 @@ class Fuse:
 
 @dataclass
 class IterAttr:
-    """How a leaf axis runs: kind in {"serial", "vectorize", "unroll", "parallel", "bind"}."""
+    """How a leaf axis runs: kind in {"serial", "vectorize", "unroll", "parallel", "bind"};
+    `prefetch`: (tensor, offset) pairs, each fetched `offset` iterations ahead (Stage.prefetch)."""
 
     kind: str = "serial"
     thread: IterVar | None = None
     pragmas: dict[str, Any] = field(default_factory=dict)
+    prefetch: list[tuple[Tensor, int]] = field(default_factory=list)
 
 
 class Stage:
@@ -173,6 +175,8 @@ class Stage:
         if kind in ("vectorize", "parallel"):
             check(axis.kind != "reduce", f"{kind} of {self.name}.{axis.name}: cannot {kind} a reduction axis")
         attr = self.iter_attrs.setdefault(axis, IterAttr())
+        check(not (attr.prefetch and kind in ("vectorize", "parallel")),
+              f"{kind} of {self.name}.{axis.name}: the axis prefetches; prefetch along a serial or unrolled loop")
         attr.kind = kind
 
     def vectorize(self, axis: IterVar) -> None:
@@ -197,12 +201,30 @@ class Stage:
                        and other is not axis and thread.thread_tag != "vthread"),
                   f"bind of {self.name}.{axis.name}: {thread.thread_tag} is already bound to {self.name}.{other.name}")
         attr = self.iter_attrs.setdefault(axis, IterAttr())
+        check(not attr.prefetch, f"bind of {self.name}.{axis.name}: the axis prefetches; prefetch along a serial "
+                                 "or unrolled loop")
         attr.kind, attr.thread = "bind", thread
 
     def pragma(self, axis: IterVar, key: str, value: Any = True) -> None:
         """Attach a free-form annotation to an axis (kept for backends and the cost model)."""
         self._leaf(axis, "pragma")
         self.iter_attrs.setdefault(axis, IterAttr()).pragmas[key] = value
+
+    def prefetch(self, tensor: Tensor, axis: IterVar, offset: int) -> None:
+        """At the top of each iteration of loop `axis`, fetch into the caches what this stage's
+        reads of `tensor` inside that loop will touch `offset` iterations later (TVM's
+        prefetch): for a stream that comes from memory (weights, in a model) faster than the
+        hardware prefetcher brings it. A hint: results never change."""
+        self._leaf(axis, "prefetch")
+        where = f"prefetch of {getattr(tensor, 'name', tensor)} at {self.name}.{axis.name}"
+        check(isinstance(tensor, Tensor) and tensor in self.op.input_tensors,
+              f"{where}: {self.name} does not read that tensor")
+        check(isinstance(offset, int) and not isinstance(offset, bool) and offset >= 1,
+              f"{where}: offset must be an int >= 1 (iterations ahead), got {offset!r}")
+        attr = self.iter_attrs.setdefault(axis, IterAttr())
+        check(attr.kind in ("serial", "unroll"), f"{where}: the axis is {attr.kind}; prefetch along a serial "
+                                                 "or unrolled loop")
+        attr.prefetch.append((tensor, offset))
 
     # -- where the stage is computed ----------------------------------------------------------
     def compute_at(self, parent: Stage, axis: IterVar) -> None:

@@ -281,8 +281,9 @@ class ConfigSpace:
         if not isinstance(d, dict) or not isinstance(d.get("knobs"), dict):
             raise InstantiationError(f"a config must be a JSON object with 'knobs', got {d!r}")
         knobs = dict(d["knobs"])
-        for name, k in self.knobs.items():      # a record older than a knob: the value it meant
-            if name not in knobs and k.absent is not None:
+        for name, k in self.knobs.items():      # a record older than a knob it reads: the value it meant
+            read = k.when is None or knobs.get(k.when[0]) in k.when[1]
+            if name not in knobs and k.absent is not None and read:
                 knobs[name] = k.absent
         names = list(self.knobs)
         for pos, k in enumerate(self.knobs.values()):   # an unread knob the record lacks: canonical

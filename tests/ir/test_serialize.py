@@ -25,7 +25,7 @@ from autotune.ir import serialize
 from autotune.ir.functor import structural_equal, transform, walk
 from autotune.ir.lower import lower
 from autotune.ir.nodes import (Allocate, Broadcast, Buffer, Evaluate, For, ForKind, IfThenElse, Let, Load,
-                               PrimFunc, Ramp, Seq, Store, ThreadAllReduce)
+                               Prefetch, PrimFunc, Ramp, Seq, Store, ThreadAllReduce)
 from autotune.ir.passes.gpu import serialize_threads
 from autotune.testing import legal_configs
 from autotune.ir.serialize import NODES, TE_ONLY, dumps, func_from_json, func_to_json, loads
@@ -249,6 +249,7 @@ def every_kind() -> PrimFunc:
         IfThenElse(t == 0, Let(x, Load(acc, Const(0, "int32")), Store(A, i, x * 2.0)),
                    Evaluate(Call("syncthreads", (), "int32"))),
         IfThenElse(t > 1, Store(A, t, Const(0.0, "float32"))),
+        Prefetch(A, i + 16),
     ))
     loops = For(i, 4, ForKind.SERIAL, Allocate(S, Allocate(acc, body)))
     return PrimFunc("every", (A,), For(t, 8, ForKind.THREAD_BOUND, loops, "threadIdx.x"), {"outputs": (0,)})

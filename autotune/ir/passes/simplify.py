@@ -15,7 +15,7 @@ from typing import Any, cast
 from ...te.expr import And, Binary, BinOp, Cast, CmpOp, Compare, Const, Expr, Node, Not, Or, Select, Var, const
 from ...te.traversal import field_names, substitute
 from ..bounds import Interval, const_bound
-from ..nodes import Allocate, Broadcast, For, ForKind, IfThenElse, Let, Load, Seq, Stmt, Store, seq
+from ..nodes import Allocate, Broadcast, For, ForKind, IfThenElse, Let, Load, Prefetch, Seq, Stmt, Store, seq
 
 Ranges = dict[Var, Interval]
 MAX_SWEEPS = 8  # rewrites of one node before giving up (a guard against rule cycles)
@@ -337,6 +337,8 @@ def _stmt(s: Stmt, r: Ranges, m: Memo) -> Stmt | None:
             return None
         return Store(s.buffer, simplify_expr(s.index, r, m), simplify_expr(s.value, r, m),
                      None if _truth(pred) is True else pred)
+    if type(s) is Prefetch:
+        return Prefetch(s.buffer, simplify_expr(s.index, r, m))
     if type(s) is IfThenElse:
         cond = simplify_expr(s.cond, r, m)
         if _c(cond) is not None:

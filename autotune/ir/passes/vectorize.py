@@ -19,7 +19,7 @@ from ...te.expr import And, Binary, BinOp, Call, Cast, CmpOp, Compare, Const, Ex
 from ...te.traversal import substitute, transform, walk
 from ..bounds import direction
 from ..functor import uses_var
-from ..nodes import Allocate, Broadcast, Evaluate, For, ForKind, IfThenElse, Let, Load, Ramp, Seq, Stmt, Store
+from ..nodes import Allocate, Broadcast, Evaluate, For, ForKind, IfThenElse, Let, Load, Prefetch, Ramp, Seq, Stmt, Store
 
 MASKED_TAIL_BYTES = 64     # the widest vector register of the CPU targets (AVX-512): one masked pass
 
@@ -110,7 +110,7 @@ class _Vectorizer:
             if uses_var(s.value, self.var):
                 raise NotVectorizable(f"let {s.var.name} depends on the lane")
             return Let(s.var, s.value, self.stmt(s.body))
-        if t is Evaluate and not uses_var(s, self.var):
+        if t in (Evaluate, Prefetch) and not uses_var(s, self.var):
             return s
         if type(s) is Allocate:
             raise NotVectorizable(f"allocation of {s.buffer.name} inside the loop (one per lane)")

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from ...errors import BuildError, ScheduleError
 from ...te.expr import Binary, Compare, Reduce, Select, TensorLoad, Var
 from ..functor import children
-from ..nodes import Allocate, For, ForKind, Let, Load, PrimFunc, Store
+from ..nodes import Allocate, For, ForKind, Let, Load, Prefetch, PrimFunc, Store
 
 
 def _no_te_nodes(node, ctx) -> str | None:
@@ -30,7 +30,7 @@ def _vars_bound(node, ctx) -> str | None:
 
 
 def _buffers_in_scope(node, ctx) -> str | None:
-    if isinstance(node, (Load, Store)) and node.buffer not in ctx["buffers"]:
+    if isinstance(node, (Load, Store, Prefetch)) and node.buffer not in ctx["buffers"]:
         return f"buffer {node.buffer.name} is accessed outside its allocation"
     return None
 
@@ -42,6 +42,8 @@ def _lanes_agree(node, ctx) -> str | None:
         return f"select {node} mixes lane counts"
     if isinstance(node, Store) and node.index.lanes != node.value.lanes:
         return f"store to {node.buffer.name} writes {node.value.lanes} lanes at {node.index.lanes} indices"
+    if isinstance(node, Prefetch) and node.index.lanes != 1:
+        return f"prefetch of {node.buffer.name} has a {node.index.lanes}-lane index"
     return None
 
 
