@@ -9,11 +9,12 @@ read-only; kernels come from the memory LRU, else the disk cache, else a compile
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import os
 import threading
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -177,9 +178,10 @@ def _nearest(task: Task, db: Any, shapes: list[tuple[str, Any]],
     return None
 
 
-def _choose(task: Task, db: Any, warn: Callable[[Task, str], None] = _warn_once) -> tuple[int, str, float | None]:
+def _choose(task: Task, db: Any, warn: Callable[[Task, str], None] = _warn_once,
+            default: int = 0) -> tuple[int, str, float | None]:
     """(config index, provenance, expected GFLOP/s) by the lookup order above; `warn` is told
-    which fallback was taken."""
+    which fallback was taken; `default` is the default config (`Task.default_for`)."""
     if db is not None:
         best, shapes = db.best(task.workload_key, task.target_key), None
         if best is None:        # a database not yet upgraded may hold it under its legacy key
@@ -196,7 +198,8 @@ def _choose(task: Task, db: Any, warn: Callable[[Task, str], None] = _warn_once)
                          warn)
         if found is not None:
             return found
-    index = next((i for i in range(len(task.config_space)) if task.is_valid(i)), None)
+    index = next((i for i in itertools.chain((default,), range(len(task.config_space)))
+                  if task.is_valid(i)), None)
     if index is None:
         raise InstantiationError(f"{task.workload_key}: every config of the template's space is invalid "
                                  "(each one raises in the template), so there is no kernel to load")
@@ -265,25 +268,40 @@ def _hoist(task: Task, index: int, consts: tuple[int, ...]) -> Hoisted | None:
     return Hoisted(func, prologue, plan.prologue_inputs, plan.sources, specs)
 
 
-def load(op: str, target: str = "llvm", db: Any = None, dtype: str = "float32", **params: Any) -> Kernel:
+def load(op: str, target: str = "llvm", db: Any = None, dtype: str = "float32", *,
+         constant_inputs: Sequence[int] = (), **params: Any) -> Kernel:
     """The best known kernel for `op` at these shape parameters (see the module docstring),
-    compiled (or loaded from the disk cache).
+    compiled (or loaded from the disk cache). `constant_inputs`: positions of inputs that never
+    change between calls (weights): without a tuned record, the default config is then the one
+    the template's rules pick knowing it (`Task.default_index`).
 
     Resolved kernels are remembered per process (a repeated call costs a dict lookup);
     `clear_caches()` makes the next call consult the database again.
     """
-    kernel = resolve(op, target, db, dtype, **params)
+    kernel = resolve(op, target, db, dtype, constant_inputs=constant_inputs, **params)
     kernel.func  # noqa: B018  (compiled here: a kernel that cannot be built fails its load)
     return kernel
 
 
-def resolve(op: str, target: str = "llvm", db: Any = None, dtype: str = "float32", **params: Any) -> Kernel:
+def resolve(op: str, target: str = "llvm", db: Any = None, dtype: str = "float32", *,
+            constant_inputs: Sequence[int] = (), **params: Any) -> Kernel:
     """`load`'s kernel, not yet compiled: its task, config and provenance (`func` compiles it)."""
     params = {name: _param_value(op, name, value) for name, value in params.items()}
+    consts = _positions(op, constant_inputs)
     db_key = db if isinstance(db, (str, type(None))) else id(db)
     # with each value's type: M=64.0 must not find the kernel of M=64 (64.0 == 64), but fail as create_task would
-    key = (op, target, db_key, dtype, tuple(sorted((name, type(v).__name__, v) for name, v in params.items())))
-    return _RESOLVED.get_or_create(key, lambda: _resolve(op, target, db, dtype, params))
+    key = (op, target, db_key, dtype, tuple(sorted((name, type(v).__name__, v) for name, v in params.items())),
+           consts)
+    return _RESOLVED.get_or_create(key, lambda: _resolve(op, target, db, dtype, params, consts))
+
+
+def _positions(op: str, positions: Sequence[int]) -> tuple[int, ...]:
+    """`constant_inputs` as sorted distinct ints (the task checks they are input positions)."""
+    if isinstance(positions, (str, bytes)) or not isinstance(positions, Sequence) or not all(
+            isinstance(p, (int, np.integer)) and not isinstance(p, (bool, np.bool_)) for p in positions):
+        raise TypeError(f"load({op!r}): constant_inputs must be a sequence of input positions (ints), "
+                        f"got {positions!r}")
+    return tuple(sorted({int(p) for p in positions}))
 
 
 def lookup(op: str, target: str = "llvm", db: Any = None, dtype: str = "float32", **params: Any) -> tuple[Task, str]:
@@ -331,21 +349,23 @@ def _db_stamp(db: Any) -> list | None:
     return stamp
 
 
-def _resolve(op: str, target: str, db: Any, dtype: str, params: dict[str, Any]) -> Kernel:
+def _resolve(op: str, target: str, db: Any, dtype: str, params: dict[str, Any], consts: tuple[int, ...]) -> Kernel:
     task = create_task(op, target=target, dtype=dtype, **params)
+    default = task.default_for(consts)
     disk = DiskCache()
     stamp = _db_stamp(db)
-    note_key = entry_key(task.workload_key, task.target_key, {"resolved_from": stamp}) if stamp else None
+    constant = {"constant": list(consts)} if consts else {}     # the default config depends on them
+    note_key = entry_key(task.workload_key, task.target_key, {"resolved_from": stamp, **constant}) if stamp else None
     note = disk.get_note(note_key) if note_key else None
     if note is not None:                       # same database as last time: no need to open it
         index, provenance, gflops = note["index"], note["provenance"], note["gflops"]
         if provenance != "tuned":
             _warn_once(task, f"autotune: no tuned record for {task.workload_key}; using {provenance} config")
     else:
-        index, provenance, gflops = _choose(task, open_db(db))
+        index, provenance, gflops = _choose(task, open_db(db), default=default)
         stamp = _db_stamp(db)                  # after reading: opening may have touched the WAL
         if stamp:
-            note_key = entry_key(task.workload_key, task.target_key, {"resolved_from": stamp})
+            note_key = entry_key(task.workload_key, task.target_key, {"resolved_from": stamp, **constant})
             disk.put_note(note_key, {"index": index, "provenance": provenance, "gflops": gflops})
     config = task.config(index).to_json()
     return Kernel(task, config, provenance, gflops, lambda: _MEMORY.get_or_create(

@@ -159,10 +159,14 @@ Condition = tuple[str, Sequence[Any]]
 
 class ConfigSpace:
     """Collect mode: `define_*` declares knobs; `cfg[name]` is the knob's first value.
-    `target` is what the task compiles for: templates derive their defaults from it."""
+    `target` is what the task compiles for: templates derive their defaults from it.
+    `constant_inputs`: the input positions that never change where the kernel runs (a model's
+    weights), which default rules may weigh (`rules.constant_input`); only `Task.default_for`
+    defines a space with them, and takes nothing from it but its first config."""
 
-    def __init__(self, target: Any = None) -> None:
+    def __init__(self, target: Any = None, constant_inputs: tuple[int, ...] = ()) -> None:
         self.target = target
+        self.constant_inputs = constant_inputs
         self.knobs: dict[str, Knob] = {}
         self.constraints_broken: str | None = None
         self.flop: float | None = None

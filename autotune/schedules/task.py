@@ -5,6 +5,7 @@ collect mode once per task to build the config space, then in apply mode for eac
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import math
@@ -206,6 +207,7 @@ class Task:
         self.reduction = longest_reduction(args)
         self.kernel_name = re.sub(r"\W", "_", self.name) or "kernel"     # a C identifier (CUDA)
         self.constant_inputs: tuple[int, ...] = ()
+        self._defaults: dict[tuple[int, ...], int] = {}
         self._lowered: OrderedDict[int, Lowered] = OrderedDict()
 
     @property
@@ -252,14 +254,40 @@ class Task:
         each config is then lowered, measured and ranked as `compile_model` runs it, with the
         stages that read only those inputs (weight repacking, Winograd's U) hoisted out into a
         prologue that measurement runs once, untimed (`autotune.ir.hoist`). CPU targets only."""
+        positions = self._input_positions(positions)
+        if positions != self.constant_inputs:
+            self.constant_inputs = positions
+            self._lowered.clear()
+
+    def _input_positions(self, positions: Sequence[int]) -> tuple[int, ...]:
         positions = tuple(sorted(set(positions)))
         bad = [p for p in positions if not (_is_int(p) and 0 <= p < self.num_inputs)]
         if bad:
             raise ValueError(f"{self.workload_key}: constant inputs {bad} are not input positions "
                              f"(it has {self.num_inputs} inputs)")
-        if positions != self.constant_inputs:
-            self.constant_inputs = positions
-            self._lowered.clear()
+        return positions
+
+    @property
+    def default_index(self) -> int:
+        """The config an untuned kernel runs and the xgb tuner measures first (`default_for`
+        this task's constant inputs)."""
+        return self.default_for(self.constant_inputs)
+
+    def default_for(self, constant_inputs: Sequence[int]) -> int:
+        """The default config where the inputs at these positions are constant: the space's
+        first, or with constant inputs the first config of the space the template's rules
+        define knowing them (`ConfigSpace.constant_inputs`: a weight repack done once at compile
+        time costs nothing per call), as the same knobs in this task's space, whose order stays
+        the rules' standalone one so that an index means one config whatever the inputs."""
+        positions = self._input_positions(constant_inputs)
+        if positions not in self._defaults:
+            self._defaults[positions] = 0
+            if positions:
+                knowing = ConfigSpace(self.target, positions)
+                self.template.func(knowing, **self.params, dtype=self.dtype)
+                with contextlib.suppress(InstantiationError):   # else the rules named a config this space lacks
+                    self._defaults[positions] = self.config_space.from_json(knowing.get(0).to_json()).index
+        return self._defaults[positions]
 
     def lower(self, config: ConfigEntity | int | dict) -> PrimFunc:
         """The loop IR of one config, the kernel as it runs (without its hoisted stages when

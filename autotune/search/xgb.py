@@ -100,9 +100,9 @@ class XGBTuner(Tuner):
 
     # -- proposing -----------------------------------------------------------------------------------
     def next_batch(self, n: int) -> list[int]:
-        # the template's default config (index 0, what an untuned load runs) is measured first,
-        # so tuning never ends with a kernel slower than the default
-        out = self.take([0], 1)
+        # the template's default config (what an untuned load runs) is measured first, so
+        # tuning never ends with a kernel slower than the default
+        out = self.take([self.task.default_index], 1)
         explore = round(n * self.epsilon) if self._fitted else 0
         exploit = n - explore - len(out)
         if self._fitted:

@@ -77,6 +77,27 @@ def test_default_fallback_warns(env):
     np.testing.assert_allclose(k(x, w, bias), np.maximum(x @ w.T + bias, 0), rtol=1e-5)
 
 
+DEEP_CONV = dict(N=1, C=64, H=5, W=5, F=72, KH=3, KW=3, stride=1, padding=1, dilation=1, groups=1)
+
+
+def test_constant_weights_pick_the_default_their_rules_give(env):
+    """Without a record, a conv whose weights outweigh its input runs the GEMM reading them in
+    place; told they are constant (a model's, repacked once) it runs the blocked kernel."""
+    db = str(env / "empty.db")
+    with pytest.warns(UserWarning, match="default config"):
+        plain = autotune.load("conv2d_bias_relu", db=db, **DEEP_CONV)
+        weights = autotune.load("conv2d_bias_relu", db=db, constant_inputs=[2, 1], **DEEP_CONV)
+    assert (plain.config["knobs"]["algorithm"], weights.config["knobs"]["algorithm"]) == ("gemm", "nchwc")
+    assert weights.provenance == "default" and weights.task.default_for([1, 2]) != 0 == plain.task.default_index
+    rng = np.random.default_rng(1)
+    x, w, b = (rng.standard_normal(s, dtype=np.float32) for s in ((1, 64, 5, 5), (72, 64, 3, 3), (72,)))
+    np.testing.assert_allclose(weights(x, w, b), plain(x, w, b), rtol=1e-4, atol=1e-4)
+    with pytest.raises(TypeError, match="constant_inputs must be a sequence of input positions"):
+        autotune.load("conv2d_bias_relu", db=db, constant_inputs=1, **DEEP_CONV)
+    with pytest.raises(ValueError, match=r"constant inputs \[7\] are not input positions"):
+        autotune.load("conv2d_bias_relu", db=db, constant_inputs=[7], **DEEP_CONV)
+
+
 @autotune.template("test_runtime.all_invalid", reference=lambda a, **shape: a)
 def _all_invalid(cfg, n, dtype="float32"):
     A = autotune.te.placeholder((n,), dtype, name="A")

@@ -62,6 +62,31 @@ def test_xgb_measures_the_default_config_first(task, tmp_path):
     assert fm.measured[0] == 0
 
 
+class FirstOnly:
+    """Records what is measured, every config at one cost."""
+
+    def __init__(self):
+        self.measured = []
+
+    def measure(self, task, indices):
+        self.measured += indices
+        return [MeasureResult((1e-3,), ErrorKind.OK, "", 0.01, time.time()) for _ in indices]
+
+    def close(self):
+        pass
+
+
+def test_with_constant_weights_xgb_measures_their_default_first(tmp_path):
+    """A model's conv (weights constant) starts from the config an untuned model runs."""
+    conv = autotune.create_task("conv2d_bias_relu", N=1, C=64, H=5, W=5, F=72, KH=3, KW=3, stride=1,
+                                padding=1, dilation=1, groups=1)
+    conv.set_constant_inputs([1, 2])
+    fm = FirstOnly()
+    tune(conv, trials=2, tuner="xgb", db=str(tmp_path / "t.db"), seed=5, measurer=fm, batch_size=2)
+    assert fm.measured[0] == conv.default_index != 0
+    assert conv.config(fm.measured[0])["algorithm"].val == "nchwc"
+
+
 @pytest.mark.parametrize("name", ["random", "ga", "xgb"])
 def test_same_seed_same_search(task, name, tmp_path):
     runs = []

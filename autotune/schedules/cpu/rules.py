@@ -21,6 +21,12 @@ def cpu_facts(cfg: Any) -> CpuFacts:
     return target.cpu
 
 
+def constant_input(cfg: Any, position: int) -> bool:
+    """Whether the input at `position` is constant where the kernel runs (a model's weight, so a
+    repack of it is done once at compile time: `autotune.ir.hoist`)."""
+    return position in getattr(cfg, "constant_inputs", ())
+
+
 def lanes(cfg: Any, dtype: str) -> int:
     """Elements of `dtype` in one vector register of the target."""
     return cpu_facts(cfg).lanes(dtype_info(dtype).bytes)
