@@ -7,8 +7,10 @@ stamped outside the range loads at the nearest supported opset when every node's
 same signature there (inputs, outputs, attributes with their defaults), strict shape inference
 with type checks still passes there, and no node uses a meaning that changed without
 a signature change (CHANGED_MEANING), or the change can be written in the older ops (a pool
-whose newer version drops a last window: the older pool, then a Slice). Otherwise one
-ValueError names each op that stops it.
+whose newer version drops a last window: the older pool, then a Slice). An attribute that later
+became an input (ATTRIBUTE_INPUTS: Unsqueeze's axes, Split's split, Dropout's ratio, as PyTorch
+exports them at opsets 11 and 12) moves up as that input, a constant. Otherwise one ValueError
+names each op that stops it.
 """
 from __future__ import annotations
 
@@ -56,13 +58,15 @@ def _restamped(model: Any, opsets: range) -> tuple[Any, list[str]]:
     target = min(max(opset, opsets.start), opsets.stop - 1)
     if target == opset:
         return model, []
-    blockers, drops = _changed_ops(model, opset, target)
+    blockers, drops, as_inputs = _changed_ops(model, opset, target)
     if blockers:
         return model, blockers
     moved = onnx.ModelProto()
     moved.CopyFrom(model)
     next(o for o in moved.opset_import if o.domain in ("", "ai.onnx")).version = target
-    _drop_last_windows(moved.graph, drops)
+    fresh = _fresh_names(moved.graph)
+    _attributes_to_inputs(moved.graph, as_inputs, fresh)
+    _drop_last_windows(moved.graph, drops, fresh)
     try:   # a type the older version lacks, or its shape inference disagreeing with the model's shapes
         onnx.shape_inference.infer_shapes(moved, check_type=True, strict_mode=True)
     except onnx.shape_inference.InferenceError as e:
@@ -70,19 +74,26 @@ def _restamped(model: Any, opsets: range) -> tuple[Any, list[str]]:
     return moved, []
 
 
-def _changed_ops(model: Any, opset: int, target: int) -> tuple[list[str], dict[int, list[int]]]:
+def _changed_ops(model: Any, opset: int, target: int
+                 ) -> tuple[list[str], dict[int, list[int]], dict[int, tuple[str, int, Any]]]:
     """(one line per op whose signature or meaning differs between `opset` and `target`, the
     nodes that move down to `target` as their old op and a Slice: node index -> output axes
-    whose last element the newer meaning drops)."""
+    whose last element the newer meaning drops, the nodes that move up with an attribute as an
+    input: node index -> ATTRIBUTE_INPUTS' entry)."""
     out: dict[str, str] = {}
     drops: dict[int, list[int]] = {}
+    as_inputs: dict[int, tuple[str, int, Any]] = {}
     shapes: dict[str, tuple[int, ...] | None] | None = None
     for index, node in enumerate(model.graph.node):
         if node.op_type in out:
             continue
         named = f"{node.op_type} ({node.name!r})" if node.name else node.op_type
         if not _same_signature(node, opset, target):
-            out[node.op_type] = f"{named} differs between opsets {opset} and {target}"
+            move = _attribute_move(node, opset, target)
+            if move is None:
+                out[node.op_type] = f"{named} differs between opsets {opset} and {target}"
+            else:
+                as_inputs[index] = move
             continue
         for (op, since), dropped in CHANGED_MEANING.items():
             if op != node.op_type or not min(opset, target) < since <= max(opset, target):
@@ -93,15 +104,30 @@ def _changed_ops(model: Any, opset: int, target: int) -> tuple[list[str], dict[i
                 out[op] = f"{named} means something else at opset {since} and later"
             elif axes:
                 drops[index] = axes
-    return list(out.values()), drops
+    return list(out.values()), drops, as_inputs
 
 
-def _drop_last_windows(graph: Any, drops: dict[int, list[int]]) -> None:
-    """Each node of `drops` writes fresh names, and a Slice per output drops the last element of
-    the given axes into the node's own outputs: the older op computes every window, the newer
-    meaning all but those."""
-    from onnx import helper, numpy_helper
+def _attribute_move(node: Any, opset: int, target: int) -> tuple[str, int, Any] | None:
+    """The ATTRIBUTE_INPUTS entry that takes `node` up from `opset` to `target`: its op is the
+    same from `opset` until the attribute became an input, and the same from then to `target`."""
+    for (op, since), move in ATTRIBUTE_INPUTS.items():
+        if op != node.op_type or not opset < since <= target:
+            continue
+        if _signature(op, node.domain, opset) != _signature(op, node.domain, since - 1):
+            return None
+        import onnx
 
+        bare = onnx.NodeProto()
+        bare.CopyFrom(node)
+        kept = [a for a in bare.attribute if a.name != move[0]]
+        del bare.attribute[:]
+        bare.attribute.extend(kept)
+        return move if _same_signature(bare, since, target) else None
+    return None
+
+
+def _fresh_names(graph: Any) -> Callable[[str], str]:
+    """A function giving names no value of `graph` has yet, each once."""
     taken = {n for node in graph.node for n in (*node.input, *node.output)} | {i.name for i in graph.initializer}
 
     def fresh(name: str) -> str:
@@ -110,6 +136,36 @@ def _drop_last_windows(graph: Any, drops: dict[int, list[int]]) -> None:
             k += 1
         taken.add(f"{name}.{k}")
         return f"{name}.{k}"
+
+    return fresh
+
+
+def _attributes_to_inputs(graph: Any, as_inputs: dict[int, tuple[str, int, Any]], fresh: Callable[[str], str]) -> None:
+    """Each node of `as_inputs` without its attribute; the attribute's value, when it was set,
+    is a constant at the input position it became (an unset one meant the input's absence)."""
+    from onnx import helper, numpy_helper
+
+    for index, (name, position, dtype) in as_inputs.items():
+        node = graph.node[index]
+        given = [a for a in node.attribute if a.name == name]
+        kept = [a for a in node.attribute if a.name != name]
+        del node.attribute[:]
+        node.attribute.extend(kept)
+        if not given:
+            continue
+        constant = fresh(f"{node.output[0]}.{name}")
+        graph.initializer.append(numpy_helper.from_array(np.asarray(helper.get_attribute_value(given[0]), dtype),
+                                                         constant))
+        while len(node.input) <= position:
+            node.input.append("")
+        node.input[position] = constant
+
+
+def _drop_last_windows(graph: Any, drops: dict[int, list[int]], fresh: Callable[[str], str]) -> None:
+    """Each node of `drops` writes fresh names, and a Slice per output drops the last element of
+    the given axes into the node's own outputs: the older op computes every window, the newer
+    meaning all but those."""
+    from onnx import helper, numpy_helper
 
     nodes = list(graph.node)
     for index in sorted(drops, reverse=True):
@@ -175,6 +231,17 @@ def _last_windows_in_padding(node: Any, shape: tuple[int, ...] | None) -> list[i
 CHANGED_MEANING: dict[tuple[str, int], Callable[[Any, tuple[int, ...] | None], list[int] | None]] = {
     ("MaxPool", 22): _last_windows_in_padding,
     ("AveragePool", 22): _last_windows_in_padding,
+}
+
+# (op, the first opset where the attribute is an input) -> (the attribute, the input position it
+# took, the dtype of that input's constant). The input is optional or the attribute was required
+# before, so an unset attribute moves up as an absent input, meaning what it meant.
+ATTRIBUTE_INPUTS: dict[tuple[str, int], tuple[str, int, Any]] = {
+    ("Dropout", 12): ("ratio", 1, np.float32),
+    ("Split", 13): ("split", 1, np.int64),
+    ("Squeeze", 13): ("axes", 1, np.int64),
+    ("Unsqueeze", 13): ("axes", 1, np.int64),
+    ("ReduceSum", 13): ("axes", 1, np.int64),
 }
 
 
