@@ -179,9 +179,10 @@ def _nearest(task: Task, db: Any, shapes: list[tuple[str, Any]],
 
 
 def _choose(task: Task, db: Any, warn: Callable[[Task, str], None] = _warn_once,
-            default: int = 0) -> tuple[int, str, float | None]:
+            constant_inputs: tuple[int, ...] = ()) -> tuple[int, str, float | None]:
     """(config index, provenance, expected GFLOP/s) by the lookup order above; `warn` is told
-    which fallback was taken; `default` is the default config (`Task.default_for`)."""
+    which fallback was taken; the default config is the one for `constant_inputs`
+    (`Task.default_for`)."""
     if db is not None:
         best, shapes = db.best(task.workload_key, task.target_key), None
         if best is None:        # a database not yet upgraded may hold it under its legacy key
@@ -198,6 +199,7 @@ def _choose(task: Task, db: Any, warn: Callable[[Task, str], None] = _warn_once,
                          warn)
         if found is not None:
             return found
+    default = task.default_for(constant_inputs)
     index = next((i for i in itertools.chain((default,), range(len(task.config_space)))
                   if task.is_valid(i)), None)
     if index is None:
@@ -273,7 +275,7 @@ def load(op: str, target: str = "llvm", db: Any = None, dtype: str = "float32", 
     """The best known kernel for `op` at these shape parameters (see the module docstring),
     compiled (or loaded from the disk cache). `constant_inputs`: positions of inputs that never
     change between calls (weights): without a tuned record, the default config is then the one
-    the template's rules pick knowing it (`Task.default_index`).
+    the template's rules pick knowing it (`Task.default_for`).
 
     Resolved kernels are remembered per process (a repeated call costs a dict lookup);
     `clear_caches()` makes the next call consult the database again.
@@ -351,7 +353,7 @@ def _db_stamp(db: Any) -> list | None:
 
 def _resolve(op: str, target: str, db: Any, dtype: str, params: dict[str, Any], consts: tuple[int, ...]) -> Kernel:
     task = create_task(op, target=target, dtype=dtype, **params)
-    default = task.default_for(consts)
+    task.input_positions(consts)
     disk = DiskCache()
     stamp = _db_stamp(db)
     constant = {"constant": list(consts)} if consts else {}     # the default config depends on them
@@ -362,7 +364,7 @@ def _resolve(op: str, target: str, db: Any, dtype: str, params: dict[str, Any], 
         if provenance != "tuned":
             _warn_once(task, f"autotune: no tuned record for {task.workload_key}; using {provenance} config")
     else:
-        index, provenance, gflops = _choose(task, open_db(db), default=default)
+        index, provenance, gflops = _choose(task, open_db(db), constant_inputs=consts)
         stamp = _db_stamp(db)                  # after reading: opening may have touched the WAL
         if stamp:
             note_key = entry_key(task.workload_key, task.target_key, {"resolved_from": stamp, **constant})

@@ -254,12 +254,13 @@ class Task:
         each config is then lowered, measured and ranked as `compile_model` runs it, with the
         stages that read only those inputs (weight repacking, Winograd's U) hoisted out into a
         prologue that measurement runs once, untimed (`autotune.ir.hoist`). CPU targets only."""
-        positions = self._input_positions(positions)
+        positions = self.input_positions(positions)
         if positions != self.constant_inputs:
             self.constant_inputs = positions
             self._lowered.clear()
 
-    def _input_positions(self, positions: Sequence[int]) -> tuple[int, ...]:
+    def input_positions(self, positions: Sequence[int]) -> tuple[int, ...]:
+        """`positions` sorted and distinct; ValueError naming those that are not input positions."""
         positions = tuple(sorted(set(positions)))
         bad = [p for p in positions if not (_is_int(p) and 0 <= p < self.num_inputs)]
         if bad:
@@ -279,7 +280,7 @@ class Task:
         define knowing them (`ConfigSpace.constant_inputs`: a weight repack done once at compile
         time costs nothing per call), as the same knobs in this task's space, whose order stays
         the rules' standalone one so that an index means one config whatever the inputs."""
-        positions = self._input_positions(constant_inputs)
+        positions = self.input_positions(constant_inputs)
         if positions not in self._defaults:
             self._defaults[positions] = 0
             if positions:
