@@ -79,6 +79,8 @@ Feature groups (level slot 0 is the innermost level of the hot nest; {i} < MAX_L
 | parallel_balance                       | hot parallel extent / (cores * rounds): 1 when  |
 |                                        |   every core gets as many iterations            |
 | n_gathers, gather_elems                | lg(gather/scatter accesses), lg(their elements) |
+| prefetches                             | lg(cache lines fetched ahead: Prefetch          |
+|                                        |   statements executed)                          |
 | n_stores, n_loops, n_nests             | lg(static stores), lg(static loops), top-level  |
 |                                        |   statements (stages)                           |
 | hot_depth, unroll, hot_frac            | real loops of the hot nest; lg(its copies); its |
@@ -117,7 +119,7 @@ _FUNC_FIELDS = ("flops", "int_ops", "global_bytes", "intensity", "intensity_comp
                 "inner_guards", "inner_guard_evals", "hot_guards", "else_frac", "n_gathers",
                 "gather_elems", "n_stores", "n_loops", "n_nests", "hot_depth", "unroll", "hot_frac",
                 "tail_frac", "guard_density", "divmod_ops", "lane_ratio", "lane_fill",
-                "unaligned_frac", "local_regs", "parallel_balance")
+                "unaligned_frac", "local_regs", "parallel_balance", "prefetches")
 
 _NAMES = ([f"loop{i}.{f}" for i in range(MAX_LOOPS) for f in _LOOP_FIELDS]
           + [f"buf{b}.{f}" for b in range(MAX_BUFFERS) for f in _BUF_FIELDS]
@@ -292,6 +294,7 @@ def _func_features(func: PrimFunc, w: Walk, hot: Template | None, cpu: CpuFacts 
         "tail_frac": _tail_elems(w) / t.elems if t.elems else 0.0,
         "guard_density": w.inner_guard_evals / t.stores if t.stores else 0.0,
         "divmod_ops": lg(t.divmods), "parallel_balance": _balance(hot_par, cpu),
+        "prefetches": lg(w.prefetches),
         **_target_features(w, t, hot, cpu),
     }
     return [row[name] for name in _FUNC_FIELDS]

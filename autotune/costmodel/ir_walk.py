@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..dtype import dtype_info
-from ..ir.nodes import Allocate, Broadcast, For, ForKind, IfThenElse, Let, Load, Ramp, Seq, Store
+from ..ir.nodes import Allocate, Broadcast, For, ForKind, IfThenElse, Let, Load, Prefetch, Ramp, Seq, Store
 from ..te.expr import And, Binary, BinOp, Call, Cast, Compare, Const, Not, Or, Select, Var
 from .branches import Branches, Mask
 
@@ -185,6 +185,7 @@ class Walk:
     n_guards: int = 0
     inner_guards: int = 0
     inner_guard_evals: float = 0.0
+    prefetches: float = 0.0        # Prefetch statements executed (cache lines fetched ahead)
     allocs: list = field(default_factory=list)   # (scope, bytes)
 
 
@@ -241,6 +242,8 @@ def visit(s, p: Path, w: Walk) -> bool:
         return visit(s.body, p, w)
     if type(s) is Store:
         _record_store(s, p, w)
+    elif type(s) is Prefetch:
+        w.prefetches += p.count * p.share
     return False
 
 

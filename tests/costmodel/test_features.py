@@ -8,7 +8,7 @@ import pytest
 import autotune
 from autotune import te
 from autotune.costmodel.features import FEATURE_LEN, MAX_KNOBS, extract, feature_names
-from autotune.ir.nodes import Buffer, For, ForKind, IfThenElse, Load, PrimFunc, Store
+from autotune.ir.nodes import Buffer, For, ForKind, IfThenElse, Load, Prefetch, PrimFunc, Seq, Store
 from autotune.schedules.cpu.matmul import default_schedule, hand_schedule
 from autotune.target import CpuFacts
 from autotune.te.expr import Var, const
@@ -258,3 +258,12 @@ def test_divmod_ops_count_integer_division():
     split = For(i, 64, ForKind.SERIAL, Store(y, (i // 8) * 8 + i % 8, const(1.0, "float32")))
     assert feat(extract(PrimFunc("a", (y,), direct)), "divmod_ops") == 0.0
     assert feat(extract(PrimFunc("b", (y,), split)), "divmod_ops") == pytest.approx(np.log2(1 + 2 * 64))
+
+
+def test_prefetches_count_the_lines_fetched_ahead():
+    i, x, y = Var("i"), Buffer("X", (64,), "float32"), Buffer("Y", (64,), "float32")
+    store = Store(y, i, Load(x, i))
+    plain = For(i, 64, ForKind.SERIAL, store)
+    fetching = For(i, 64, ForKind.SERIAL, Seq((Prefetch(x, i + 16), store)))
+    assert feat(extract(PrimFunc("a", (x, y), plain)), "prefetches") == 0.0
+    assert feat(extract(PrimFunc("b", (x, y), fetching)), "prefetches") == pytest.approx(np.log2(1 + 64))
