@@ -119,11 +119,18 @@ def _attribute_move(node: Any, opset: int, target: int) -> tuple[str, int, Any] 
 
         bare = onnx.NodeProto()
         bare.CopyFrom(node)
-        kept = [a for a in bare.attribute if a.name != move[0]]
-        del bare.attribute[:]
-        bare.attribute.extend(kept)
+        _pop_attribute(bare, move[0])
         return move if _same_signature(bare, since, target) else None
     return None
+
+
+def _pop_attribute(node: Any, name: str) -> list[Any]:
+    """Remove the attribute `name` from `node`; the removed AttributeProtos (none when unset)."""
+    given = [a for a in node.attribute if a.name == name]
+    kept = [a for a in node.attribute if a.name != name]
+    del node.attribute[:]
+    node.attribute.extend(kept)
+    return given
 
 
 def _fresh_names(graph: Any) -> Callable[[str], str]:
@@ -147,10 +154,7 @@ def _attributes_to_inputs(graph: Any, as_inputs: dict[int, tuple[str, int, Any]]
 
     for index, (name, position, dtype) in as_inputs.items():
         node = graph.node[index]
-        given = [a for a in node.attribute if a.name == name]
-        kept = [a for a in node.attribute if a.name != name]
-        del node.attribute[:]
-        node.attribute.extend(kept)
+        given = _pop_attribute(node, name)
         if not given:
             continue
         constant = fresh(f"{node.output[0]}.{name}")

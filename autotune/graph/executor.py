@@ -274,7 +274,7 @@ def _load_kernels(graph: Graph, target: str, db: Any, hoisting: bool
         warnings.simplefilter("always")
         for i, n in enumerate(graph.nodes):
             if not n.is_view:
-                consts = [p for p, v in enumerate(n.inputs) if v in graph.constants] if hoisting else []
+                consts = graph.constant_positions(n) if hoisting else []
                 kernels[i] = resolve(n.op, target=target, db=db, dtype=n.dtype, constant_inputs=consts, **n.params)
                 _check_signature(graph, n, kernels[i])
         hoisted = hoist_weights(graph, kernels) if hoisting else HoistedWeights()

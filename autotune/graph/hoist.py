@@ -41,7 +41,7 @@ def hoist_weights(graph: Graph, kernels: dict[int, Kernel]) -> HoistedWeights:
     constants: dict[str, np.ndarray] = {}
     for i, kernel in kernels.items():
         node = graph.nodes[i]
-        consts = [p for p, v in enumerate(node.inputs) if v in graph.constants]
+        consts = graph.constant_positions(node)
         split = hoist(kernel, consts) if consts else None
         if split is None:
             continue

@@ -80,6 +80,10 @@ class Graph:
         except KeyError:
             raise ValueError(f"graph {self.name!r}: no value named {name!r}") from None
 
+    def constant_positions(self, node: Node) -> list[int]:
+        """Positions of the node's inputs that are constants of the graph (weights)."""
+        return [p for p, v in enumerate(node.inputs) if v in self.constants]
+
     def kernel_uses(self) -> dict[tuple[str, str, str], list[Node]]:
         """The kernel nodes by `Node.kernel_key`, in first-use order: the distinct kernels the
         graph needs and the nodes that run each."""

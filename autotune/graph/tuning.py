@@ -83,7 +83,7 @@ def model_tasks(graph: Graph, target: str = "llvm", db: Any = None, layout: str 
     tasks = []
     for ns in prepared.kernel_uses().values():
         task = create_task(ns[0].op, target=target, dtype=ns[0].dtype, **ns[0].params)
-        constant = [{p for p, v in enumerate(n.inputs) if v in prepared.constants} for n in ns]
+        constant = [set(prepared.constant_positions(n)) for n in ns]
         task.set_constant_inputs(sorted(set.intersection(*constant)))
         tasks.append(ModelTask(task, len(ns), tuple(n.name for n in ns)))
     return tasks

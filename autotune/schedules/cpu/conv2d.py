@@ -83,8 +83,7 @@ def algorithm_order(g: ConvGeometry, N: int, constant_weights: bool = False) -> 
     if g.groups == g.in_channels == g.out_channels and max(g.stride) <= MAX_SHUFFLED_STRIDE:
         names.insert(0, names.pop(names.index("nchw")))
     weights = g.out_channels * g.in_channels // g.groups * g.kernel[0] * g.kernel[1]
-    heavy_weights = weights > N * g.in_channels * g.spatial[0] * g.spatial[1]
-    heavy_weights = heavy_weights and not constant_weights
+    heavy_weights = not constant_weights and weights > N * g.in_channels * g.spatial[0] * g.spatial[1]
     if "gemm" in names and names[0] != "winograd" and (heavy_weights or _narrowing_pointwise(g)):
         names.insert(0, names.pop(names.index("gemm")))
     return names
