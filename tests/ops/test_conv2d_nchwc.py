@@ -93,9 +93,13 @@ def with_knobs(task, **knobs):
 @pytest.mark.parametrize("knobs", [
     dict(nchwc_oc_bn=16, nchwc_ic_bn=8, nchwc_reg_n=4, nchwc_oh_bn=2),    # 37 = 2 x 16 + 5, 19 = 2 x 8 + 3, ...
     dict(nchwc_oc_bn=32, nchwc_ic_bn=4, nchwc_reg_n=6, nchwc_oh_bn=4, nchwc_unroll_kw=0),
+    # ic blocks outside the tiles: 9 rows = 4 + 4 + 1 per block, 2-row tiles; 3-row blocks of 2 + 1
+    dict(nchwc_oc_bn=16, nchwc_ic_bn=8, nchwc_reg_n=4, nchwc_oh_bn=2, nchwc_block_rows=4, nchwc_prefetch=1024),
+    dict(nchwc_oc_bn=32, nchwc_ic_bn=4, nchwc_reg_n=6, nchwc_oh_bn=2, nchwc_block_rows=3, nchwc_unroll_kw=0),
 ])
 def test_a_tail_in_every_block_and_tile(knobs):
-    """F, C, OW, OH not multiples of oc_bn, ic_bn, reg_n, oh_bn: zero channel tails, partial tiles."""
+    """F, C, OW, OH not multiples of oc_bn, ic_bn, reg_n, oh_bn, block_rows: zero channel tails,
+    partial tiles and blocks."""
     task = autotune.create_task("conv2d_bias_relu", N=1, C=19, H=9, W=13, F=37, KH=3, KW=3, stride=1, padding=1,
                                 dilation=1, groups=1)
     inputs = task.make_inputs(np.random.default_rng(5))
@@ -178,6 +182,17 @@ AVX2 = "llvm -mcpu=x -features=avx2,fma -cores=2"
 def test_default_rules(target, C, F, OW, KH, want):
     got = first_values(target, C, F, OW, KH)
     assert {k: got[k] for k in want} == want
+
+
+@pytest.mark.parametrize("C, F, OW, KH, want", [
+    # 256 x 9 x 32 weights per output block overflow the L1: 7 rows x 14 x 32 accumulators fit its half
+    (256, 256, 14, 3, 7),
+    (64, 64, 56, 3, 2),             # 2 rows of 56 (3 would not divide 56)
+    (512, 512, 7, 3, 0),            # 2-row tiles: 7 rows would end in a tail tile
+    (3, 64, 112, 7, 0),             # an RGB 7x7 stem's 3 x 49 x 32 weights fit half the L1
+])
+def test_block_rows_rule(C, F, OW, KH, want):
+    assert first_values(AVX512, C, F, OW, KH)["nchwc_block_rows"] == want
 
 
 def test_ic_block_fits_half_the_l1_and_prefers_a_divisor():

@@ -72,16 +72,11 @@ def _pointwise(g: ConvGeometry) -> bool:
     return g.kernel == (1, 1) and g.stride == (1, 1) and not g.has_padding
 
 
-def _registers(cfg: Any) -> int:
-    """Vector registers of the target: 32 with 64-byte (AVX-512) vectors, 16 with narrower ones."""
-    return 32 if rules.cpu_facts(cfg).vector_bytes >= 64 else 16
-
-
 def _default_tile_f(cfg: Any, Fg: int, row_bytes: int, vectors: int, images: int) -> tuple[int, int]:
     """(m, r): r filter rows whose accumulators leave a column's vectors and 2 registers free;
     m register tiles per block whose rows of W (row_bytes each) fit half of L2 while the blocks
     of all `images` (image, group) pairs still give every core 4 (the "filters" order's threads)."""
-    r = min(max(x for x in ROWS if x * vectors <= _registers(cfg) - vectors - 2), Fg)
+    r = min(max(x for x in ROWS if x * vectors <= rules.vector_registers(cfg) - vectors - 2), Fg)
     facts = rules.cpu_facts(cfg)
 
     def fits(b: int) -> bool:

@@ -57,6 +57,18 @@ registers of the target (32 with AVX-512, else 16):
              with misses that a fetch one page ahead hides (ResNet-18's 512-channel 7x7 layer,
              2 threads, weights cold: 1.07-1.11 ms against 1.34; hot, from L3: 1.04 against
              0.99). Not for depthwise convs, whose weights are a few KiB
+  block_rows rows of the local conv block, the parallel loop's unit, with the reduction over the
+             ic blocks outside its register tiles (0: oh_bn rows, the ic blocks inside each
+             column tile). When one output-channel block's weights (C/G x KH x KW x oc_bn)
+             overflow half the L1, every tile of an oh_bn-row block streams them from L2; with
+             the ic blocks outside the tiles, each ic block's weights (sized by ic_bn's rule to
+             half the L1) are read from L1 by every tile of the block. The most rows, a divisor
+             of OH and two or more whole row tiles (a tail tile costs what the reuse saves),
+             whose accumulators (rows x OW x oc_bn) fit the other half of the L1 while the
+             blocks still give every core CHUNKS_PER_CORE; 0 when none does (ResNet-18's
+             256-channel 14x14 layer, 2 threads, weights cold: 0.82 / 1.48 ms at the 5th
+             percentile / median with 7 rows against 0.92 / 1.57 without; its 7x7 layer with
+             7 rows of 2-row tiles 1.01 against 0.98). Not for depthwise convs
 """
 from __future__ import annotations
 
@@ -67,7 +79,7 @@ from ... import te
 from ...dtype import dtype_info
 from ...topi.conv import ConvGeometry, Epilogue
 from ..schedule import Schedule
-from .rules import cpu_facts, first, lanes
+from .rules import CHUNKS_PER_CORE, cpu_facts, first, lanes, vector_registers
 
 MIN_GROUP_VECTOR = 8
 TRANSPOSE_COLUMNS = 8       # columns per unrolled transpose block (in the repack of X and the unpack)
@@ -78,6 +90,7 @@ _PREFETCH = (0, 1024, PREFETCH_AHEAD)
 _BLOCKS = (1, 2, 4, 8, 16, 32, 64)
 _COLUMNS = (1, 2, 4, 6, 7, 8, 12, 14, 16, 24, 28, 32)
 _ROWS = (1, 2, 4)
+BLOCK_ROWS = (2, 4, 8, 16, 32)
 
 
 def _per_group(g: ConvGeometry) -> tuple[int, int]:
@@ -128,7 +141,7 @@ def _pick_oc(g: ConvGeometry, L: int, options: list[int]) -> int:
 def _tile_positions(cfg: Any, oc_bn: int, L: int) -> int:
     """Output positions (rows x columns) per register tile: their oc_bn/L accumulator vectors each
     leave registers for the oc_bn/L weight vectors and one broadcast input."""
-    registers = 32 if cpu_facts(cfg).vector_bytes == 64 else 16
+    registers = vector_registers(cfg)
     vectors = -(-oc_bn // L)
     return max(1, (registers - vectors - 1) // vectors)
 
@@ -175,6 +188,31 @@ def define_knobs(cfg: Any, g: ConvGeometry, N: int, dtype: str, when: tuple[str,
         weights = g.out_channels * _per_group(g)[0] * g.kernel[0] * g.kernel[1] * dtype_info(dtype).bytes
         ahead = PREFETCH_AHEAD if weights > cpu_facts(cfg).l2_bytes else 0
         cfg.define_knob("nchwc_prefetch", first(ahead, _PREFETCH), when=when, absent=0)   # older records: none
+        options = _block_rows_options(OH)
+        rows_default = _pick_block_rows(cfg, g, N, oc_bn, oh_bn, dtype, options)
+        cfg.define_knob("nchwc_block_rows", first(rows_default, [0, *options]), when=when, absent=0)
+
+
+def _block_rows_options(OH: int) -> list[int]:
+    """Block heights: the divisors of OH from 2 to BLOCK_ROWS' largest, and BLOCK_ROWS' values
+    below OH (a tail block where they do not divide it)."""
+    return sorted({d for d in range(2, min(OH, BLOCK_ROWS[-1]) + 1) if OH % d == 0}
+                  | {r for r in BLOCK_ROWS if r < OH})
+
+
+def _pick_block_rows(cfg: Any, g: ConvGeometry, N: int, oc_bn: int, oh_bn: int, dtype: str,
+                     options: list[int]) -> int:
+    """block_rows' rule (module docstring)."""
+    facts, (OH, OW), nbytes = cpu_facts(cfg), g.out, dtype_info(dtype).bytes
+    if _per_group(g)[0] * g.kernel[0] * g.kernel[1] * oc_bn * nbytes <= facts.l1d_bytes // 2:
+        return 0
+    blocks = N * g.groups * -(-_per_group(g)[1] // oc_bn)
+
+    def fits(rows: int) -> bool:
+        return (rows * OW * oc_bn * nbytes <= facts.l1d_bytes // 2
+                and blocks * -(-OH // rows) >= CHUNKS_PER_CORE * facts.cores)
+
+    return max([r for r in options if OH % r == 0 and r % oh_bn == 0 and r >= 2 * oh_bn and fits(r)] or [0])
 
 
 # ---- computes -----------------------------------------------------------------------------------
@@ -322,13 +360,13 @@ def blocked_output(conv: te.Tensor, g: ConvGeometry, epilogue: Epilogue | None, 
 
 # ---- schedule -----------------------------------------------------------------------------------
 
-def _schedule_output(s: Schedule, out: te.Tensor, oc_bn: int, oh_bn: int) -> Any:
-    """out's (n, oc block, row block) loop in parallel; inside it, per row and TRANSPOSE_COLUMNS
+def _schedule_output(s: Schedule, out: te.Tensor, oc_bn: int, rows: int) -> Any:
+    """out's (n, oc block, block of `rows`) loop in parallel; inside it, per row and TRANSPOSE_COLUMNS
     columns, the oc_bn x columns block read from the local conv block (a transpose, unrolled like
     the repacks) with the epilogue. Returns the parallel loop, where the conv block goes."""
     n, f, y, x = out.op.axis
     fo, fi = s[out].split(f, oc_bn)
-    yo, yi = s[out].split(y, oh_bn)
+    yo, yi = s[out].split(y, rows)
     xo, xi = s[out].split(x, TRANSPOSE_COLUMNS)
     s[out].reorder(n, fo, yo, yi, xo, fi, xi)
     block = s[out].fuse(n, fo, yo)
@@ -338,12 +376,12 @@ def _schedule_output(s: Schedule, out: te.Tensor, oc_bn: int, oh_bn: int) -> Any
     return block
 
 
-def _schedule_blocked_output(s: Schedule, out: te.Tensor, oc_bn: int, oh_bn: int) -> Any:
-    """The blocked output's (n, oc block, row block) loop in parallel; inside it, whole vectors
+def _schedule_blocked_output(s: Schedule, out: te.Tensor, oc_bn: int, rows: int) -> Any:
+    """The blocked output's (n, oc block, block of `rows`) loop in parallel; inside it, whole vectors
     copied from the local conv block with the epilogue. Returns the parallel loop."""
     n, fb, y, x, fj = out.op.axis
     fbo, fbi = s[out].split(fb, oc_bn // fj.extent)
-    yo, yi = s[out].split(y, oh_bn)
+    yo, yi = s[out].split(y, rows)
     s[out].reorder(n, fbo, yo, fbi, yi, x, fj)
     block = s[out].fuse(n, fbo, yo)
     s[out].parallel(block)
@@ -351,17 +389,24 @@ def _schedule_blocked_output(s: Schedule, out: te.Tensor, oc_bn: int, oh_bn: int
     return block
 
 
-def _schedule_conv(cfg: Any, s: Schedule, conv: te.Tensor, K: te.Tensor, out: te.Tensor, block: Any) -> None:
+def _schedule_conv(cfg: Any, s: Schedule, conv: te.Tensor, K: te.Tensor, out: te.Tensor, block: Any,
+                   block_rows: int) -> None:
     """The conv block local at `block`; its register tile (oh_bn rows x reg_n columns x oc_bn
-    channels, vectorised along the channels) innermost, under the ic blocks, kh, kw and ic_bn;
-    the packed weights K prefetched along ic_bn by the prefetch knob."""
+    channels, vectorised along the channels) innermost, under the ic blocks, kh, kw and ic_bn
+    (with `block_rows`, the ic blocks outside the block's tiles); the packed weights K prefetched
+    along ic_bn by the prefetch knob."""
     s[conv].set_scope("local")
     s[conv].compute_at(s[out], block)
     _, _, cy, cx, cf = s[conv].op.axis
     cxo, cxi = s[conv].split(cx, cfg["nchwc_reg_n"].val)
     reduce = list(s[conv].op.reduce_axis)       # (rcb, ry, rx, rci), or depthwise (ry, rx)
     rx = reduce[2] if len(reduce) == 4 else reduce[1]
-    s[conv].reorder(cxo, *reduce, cy, cxi, cf)
+    if block_rows:
+        cy, cyi = s[conv].split(cy, cfg["nchwc_oh_bn"].val)
+        s[conv].reorder(reduce[0], cy, cxo, *reduce[1:], cyi, cxi, cf)
+        cy = cyi
+    else:
+        s[conv].reorder(cxo, *reduce, cy, cxi, cf)
     if cfg["nchwc_unroll_kw"].val:
         s[conv].unroll(rx)
     ahead = cfg["nchwc_prefetch"].val if len(reduce) == 4 else 0
@@ -409,6 +454,7 @@ def build(cfg: Any, X: te.Tensor, Wt: te.Tensor, g: ConvGeometry, epilogue: Epil
     s = te.create_schedule(out.op)
     _schedule_packing(s, D, K)
     schedule_output = _schedule_blocked_output if out_block else _schedule_output
-    block = schedule_output(s, out, oc_bn, cfg["nchwc_oh_bn"].val)
-    _schedule_conv(cfg, s, conv, K, out, block)
+    block_rows = 0 if _depthwise(g) else cfg["nchwc_block_rows"].val
+    block = schedule_output(s, out, oc_bn, block_rows or cfg["nchwc_oh_bn"].val)
+    _schedule_conv(cfg, s, conv, K, out, block, block_rows)
     return s, out

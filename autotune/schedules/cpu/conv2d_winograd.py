@@ -37,7 +37,7 @@ from ...errors import InstantiationError
 from ...schedules.schedule import Schedule
 from ...topi import winograd as topi_wino
 from ...topi.conv import ConvGeometry, Epilogue
-from .rules import cpu_facts, first, lanes, largest_fitting
+from .rules import cpu_facts, first, lanes, largest_fitting, vector_registers
 
 TILE_SIZES = (2, 4)
 TILE_ROWS = (1, 2, 4, 6, 8, 12)
@@ -76,7 +76,7 @@ def define_knobs(cfg: Any, g: ConvGeometry, N: int, dtype: str, when: tuple[str,
     the module docstring."""
     facts, vec, nbytes = cpu_facts(cfg), lanes(cfg, dtype), dtype_info(dtype).bytes
     m, bf = _default_m(g), 2 * vec
-    registers = 32 if facts.vector_bytes >= 64 else 16
+    registers = vector_registers(cfg)
     rows = max(r for r in TILE_ROWS if r * 2 <= registers // 2)
     a2, (th, tw) = (m + 2) ** 2, _tiles(g, m)
     chunk = largest_fitting(KERNEL_CHUNKS[1:], lambda k: a2 * k * bf * nbytes <= facts.l1d_bytes)
