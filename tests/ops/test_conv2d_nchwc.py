@@ -108,7 +108,8 @@ def test_a_tail_in_every_block_and_tile(knobs):
 
 
 @pytest.mark.parametrize("C, F, H, groups, want", [
-    (64, 64, 14, 1, ["winograd", "nchwc", "gemm", "nchw"]),   # 3x3 stride 1: 2.4x fewer multiplies
+    (64, 64, 28, 1, ["winograd", "nchwc", "gemm", "nchw"]),   # 3x3 stride 1: 2.4x fewer multiplies
+    (64, 64, 14, 1, ["gemm", "nchwc", "nchw", "winograd"]),   # 16 tiles of 4x4: too few to feed on U
     (512, 512, 7, 1, ["gemm", "nchwc", "nchw", "winograd"]),  # 1.4x fewer only; weights >> input
     (32, 64, 14, 4, ["nchwc", "gemm", "nchw"]),        # 16 filters per group: a full channel vector
     (32, 32, 14, 8, ["gemm", "nchw"]),                 # 4 filters per group: too narrow for nchwc

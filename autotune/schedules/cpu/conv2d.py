@@ -9,7 +9,13 @@ default (the knob's first value) is the first applicable algorithm in this order
 layer's arithmetic and data volumes:
   "winograd"  first when it saves at least WINOGRAD_SAVING times the multiplies of a direct conv
               (`conv2d_winograd.multiply_saving`, kernel transform included): its input and output
-              transforms run below GEMM speed and eat about half of the saving
+              transforms run below GEMM speed and eat about half of the saving; and when the
+              tiles of all images number more than 2 vectors (`conv2d_winograd.few_tiles`):
+              with fewer, each element of the transformed weights, (m+2)^2/9 times the weights,
+              feeds too few multiply-adds, whether read from memory or remade per call (2
+              threads, weights cold, Winograd against "nchwc": ResNet-18's 256-channel 14x14
+              layer, 16 tiles of 4x4, 1.25 / 1.09 ms; 64 channels at 14x14 0.126 / 0.075; 96
+              at 20x20, 25 tiles, 0.335 / 0.265; with 49 tiles, 64 at 28x28, 0.193 / 0.256)
   "gemm"      next when the weights outweigh the input (F*C/g*KH*KW > N*C*H*W, deep narrow layers)
               and are not constant: it reads the weights in place, where "nchwc" repacks them
               on every call. A model's weights are constant (`rules.constant_input`): it repacks
@@ -74,11 +80,11 @@ def nchw_geometry(op: str, N: int, C: int, H: int, W: int, F: int, KH: int, KW: 
     return topi_conv.conv_geometry(op, C, F, (H, W), (KH, KW), stride, padding, dilation, groups)
 
 
-def algorithm_order(g: ConvGeometry, N: int, constant_weights: bool = False) -> list[str]:
-    """The algorithms that apply to this layer, the default rule's pick first (module docstring);
-    with `constant_weights` no weight repack costs anything per call."""
+def algorithm_order(g: ConvGeometry, N: int, vec: int, constant_weights: bool = False) -> list[str]:
+    """The algorithms that apply to this layer, the default rule's pick first (module docstring),
+    on a target of `vec` lanes; with `constant_weights` no weight repack costs anything per call."""
     names = [name for name, module in ALGORITHMS.items() if module.APPLIES(g)]
-    if "winograd" in names and winograd.multiply_saving(g, N) < WINOGRAD_SAVING:
+    if "winograd" in names and (winograd.multiply_saving(g, N) < WINOGRAD_SAVING or winograd.few_tiles(g, N, vec)):
         names.append(names.pop(names.index("winograd")))
     if g.groups == g.in_channels == g.out_channels and max(g.stride) <= MAX_SHUFFLED_STRIDE:
         names.insert(0, names.pop(names.index("nchw")))
@@ -97,7 +103,7 @@ def _narrowing_pointwise(g: ConvGeometry) -> bool:
 def define_algorithms(cfg: Any, g: ConvGeometry, N: int, dtype: str) -> None:
     """The "algorithm" knob over the algorithms that apply (the default rule's pick first), then
     each one's knobs, read only under it."""
-    names = algorithm_order(g, N, rules.constant_input(cfg, 1))
+    names = algorithm_order(g, N, rules.lanes(cfg, dtype), rules.constant_input(cfg, 1))
     cfg.define_knob("algorithm", names, absent="nchw")
     for name in names:
         ALGORITHMS[name].define_knobs(cfg, g, N, dtype, when=("algorithm", (name,)))

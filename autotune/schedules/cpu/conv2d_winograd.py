@@ -59,6 +59,14 @@ def multiply_saving(g: ConvGeometry, N: int) -> float:
     return 9 * N * g.out[0] * g.out[1] / ((m + 2) ** 2 * N * th * tw + kernel_transform)
 
 
+def few_tiles(g: ConvGeometry, N: int, vec: int) -> bool:
+    """Whether the tiles of all images at the default m number at most 2 vectors (`vec` lanes):
+    each element of U then feeds too few multiply-adds for the GEMMs to keep up with reading it
+    (the kernel_chunk rule in the module docstring, and the dispatcher's in `conv2d`)."""
+    th, tw = _tiles(g, _default_m(g))
+    return N * th * tw <= 2 * vec
+
+
 def _tiles(g: ConvGeometry, m: int) -> tuple[int, int]:
     return -(-g.out[0] // m), -(-g.out[1] // m)
 
@@ -78,9 +86,9 @@ def define_knobs(cfg: Any, g: ConvGeometry, N: int, dtype: str, when: tuple[str,
     m, bf = _default_m(g), 2 * vec
     registers = vector_registers(cfg)
     rows = max(r for r in TILE_ROWS if r * 2 <= registers // 2)
-    a2, (th, tw) = (m + 2) ** 2, _tiles(g, m)
+    a2 = (m + 2) ** 2
     chunk = largest_fitting(KERNEL_CHUNKS[1:], lambda k: a2 * k * bf * nbytes <= facts.l1d_bytes)
-    fused = N * th * tw <= 2 * vec
+    fused = few_tiles(g, N, vec)
     cfg.define_knob("winograd_m", first(m, TILE_SIZES), when=when)
     cfg.define_knob("winograd_tile_f", first(bf, [vec, 2 * vec, 4 * vec]), when=when)
     cfg.define_knob("winograd_tile_t", first(rows, TILE_ROWS), when=when)
