@@ -21,14 +21,15 @@ import autotune.ir.nodes as ir_nodes
 import autotune.te.expr as te_expr
 from autotune.codegen import _ir_text, build_module, compile_for, load_compiled
 from autotune.codegen.cuda import emit_cuda
-from autotune.ir import serialize
+from autotune.ir import serialize, wire_format
 from autotune.ir.functor import structural_equal, transform, walk
 from autotune.ir.lower import lower
 from autotune.ir.nodes import (Allocate, Broadcast, Buffer, Evaluate, For, ForKind, IfThenElse, Let, Load,
                                Prefetch, PrimFunc, Ramp, Seq, Store, ThreadAllReduce)
 from autotune.ir.passes.gpu import serialize_threads
 from autotune.testing import legal_configs
-from autotune.ir.serialize import NODES, TE_ONLY, dumps, func_from_json, func_to_json, loads
+from autotune.ir.serialize import dumps, func_from_json, func_to_json, loads
+from autotune.ir.wire_format import NODES, TE_ONLY
 from autotune.schedules.task import TEMPLATES, _load_templates, create_task
 from autotune.te.expr import (And, Binary, BinOp, Call, Cast, CmpOp, Compare, Const, IterVar, Not, Or, Reduce,
                                Select, TensorLoad, Var)
@@ -119,7 +120,7 @@ def test_the_table_covers_every_node_class_and_the_docstring_documents_it():
     classes = {c for m in (te_expr, ir_nodes) for c in vars(m).values()
                if isinstance(c, type) and dataclasses.is_dataclass(c) and issubclass(c, (te_expr.Node, IterVar))}
     assert classes == {cls for cls, _ in NODES.values()} | set(TE_ONLY)
-    doc = serialize.__doc__
+    doc = wire_format.__doc__
     for kind, (cls, fields) in NODES.items():
         assert [n for n, _ in fields] == list(field_names(cls)), kind
         row = re.search(rf"^{kind} +(.*)$", doc, re.M)
@@ -128,7 +129,7 @@ def test_the_table_covers_every_node_class_and_the_docstring_documents_it():
 
 
 def test_the_docstring_example_is_what_dumps_writes():
-    example = re.search(r"\(spaces added\)::\n\n(.*?)\n\n", serialize.__doc__, re.S).group(1)
+    example = re.search(r"\(spaces added\)::\n\n(.*?)\n\n", wire_format.__doc__, re.S).group(1)
     A, B, i = Buffer("A", (4,), "float32"), Buffer("B", (4,), "float32"), Var("i")
     f = PrimFunc("inc", (A, B), For(i, 4, ForKind.SERIAL, Store(B, i, Load(A, i) + 1.0)), {"outputs": (1,)})
     assert json.loads(example) == json.loads(dumps(f))
@@ -434,7 +435,7 @@ def node_of(kind: str) -> st.SearchStrategy:
 NODE = st.sampled_from(list(NODES) + ["Bogus"]).flatmap(node_of)
 BUFFER = st.one_of(st.tuples(st.text(max_size=3), st.lists(st.integers(-1, 5), max_size=3),
                              st.sampled_from(["float32", "int32", "bool", "float99"]),
-                             st.sampled_from(serialize.SCOPES + ("x",)), st.booleans()).map(list), JSON)
+                             st.sampled_from(wire_format.SCOPES + ("x",)), st.booleans()).map(list), JSON)
 DOCS = st.fixed_dictionaries({
     "format": st.sampled_from([serialize.FORMAT] * 9 + ["x"]),
     "version": st.sampled_from([1] * 9 + [2, "1", True]), "name": st.text(max_size=4),
