@@ -30,7 +30,7 @@ from .claims import release, take
 from .engine import WRITE_OPTION, check_file, in_memory, install_sqlite_hooks, locate, sqlite_file_engine, url_engine
 from .jsonl import export_records, import_lines, read_jsonl
 from .migrate import lock, migrate
-from .records import RUN_STATUSES, Record, RunInfo, TuningDBError, WorkloadSummary
+from .records import RUN_STATUSES, Record, RunInfo, TuningDBError, WorkloadSummary, median_cost
 from .rekey import Rekey, rekey
 from .schema import (
     SCHEMA_VERSION,
@@ -221,6 +221,27 @@ class TuningDB:
                 rows = [record_row(r, run_id, run.workload_id, run.target_id) for r in records]
                 session.execute(insert(cast(Table, RecordRow.__table__)), rows)   # one executemany
                 release(session, run_id, [r.config_index for r in records])
+
+    def add_timings(self, workload_key: str, target_key: str, config_index: int, costs: Iterable[float]) -> float:
+        """Add timings of a config measured again to its first ok record, whose cost becomes the
+        median of all its timings; returns that cost. A config is timed once while tuning, in
+        one phase of a machine whose speed drifts; timings taken again later, interleaved with
+        its rivals', keep one lucky phase from deciding the best (`autotune.search.confirm`)."""
+        more = [float(c) for c in costs]
+        if not more or not all(math.isfinite(c) and c > 0 for c in more):
+            raise ValueError(f"add_timings: costs must be positive finite seconds, got {more!r}")
+        stmt = (select(RecordRow).where(RecordRow.workload_id == key_id(WorkloadRow, workload_key),
+                                        RecordRow.target_id == key_id(TargetRow, target_key),
+                                        RecordRow.config_index == int(config_index), RecordRow.error_kind == "ok")
+                .order_by(RecordRow.id).limit(1))
+        with self._writing() as session:
+            row = session.scalars(stmt).first()
+            if row is None:
+                raise TuningDBError(f"{self.name}: no ok record of config {config_index} of {workload_key!r} "
+                                    f"on {target_key!r} to add timings to")
+            row.costs = [*row.costs, *more]
+            row.cost = median_cost("ok", row.costs)
+            return cast(float, row.cost)
 
     def claim(self, run_id: int, indices: Iterable[int], lease_s: float) -> list[int]:
         """Claim configs for `run_id` to measure, for `lease_s` seconds: returns those of `indices`

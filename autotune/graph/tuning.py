@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..schedules.task import Task, create_task
-from ..search.tuner import Progress, StopTuning, TuneResult
+from ..search.tuner import Progress, StopTuning, TuneResult, gflops
 from .executor import onnx_frontend, prepare_graph
 from .ir import Graph
 
@@ -67,6 +67,9 @@ class ModelTuneResult:
         return sum(r.trials for r in self.results)
 
 
+SEARCH_SHARE = 0.9      # of a time budget for the search; the rest for the confirmation round
+
+
 def estimated_latency(tasks: Sequence[ModelTask], best: Mapping[str, float]) -> float | None:
     """Sum over tasks of weight x best time; None until every task has a measured time."""
     times = [best.get(t.task.workload_key, math.inf) for t in tasks]
@@ -112,7 +115,10 @@ def tune_model(model: Any, trials: int = 1000, db: Any = None, target: str = "ll
     A first round measures one config of every task (the xgb tuner's first is the template's
     default), so the model's estimate exists after a trial per task, however short the budget;
     then batches of `batch_size` (default: at most 16, and small enough that a round over all
-    tasks takes at most half the trials) go where the scheduler expects the most gain."""
+    tasks takes at most half the trials) go where the scheduler expects the most gain. Last, a
+    confirmation round (`search.confirm`) measures each task's best few configs and its default
+    again, the tasks of most weighted time first; with a time budget the search stops at
+    SEARCH_SHARE of it and the confirmation at the budget. A Ctrl-C skips it."""
     if time_budget is not None and (isinstance(time_budget, bool) or not isinstance(time_budget, (int, float))
                                     or not time_budget > 0):
         raise ValueError(f"tune_model: time_budget must be a positive number of seconds, got {time_budget!r}")
@@ -125,6 +131,7 @@ def tune_model(model: Any, trials: int = 1000, db: Any = None, target: str = "ll
     if not tasks:
         raise ValueError(f"tune_model: graph {graph.name!r} has no kernel to tune (every node is a view)")
     start = time.monotonic()
+    out_of_time = [False]
     best: dict[str, float] = {}
     done: dict[str, int] = {}
     before: dict[str, int] = {}               # each task's trials in the phases already run
@@ -135,7 +142,8 @@ def tune_model(model: Any, trials: int = 1000, db: Any = None, target: str = "ll
         progress = ModelProgress(p, tasks, dict(best), dict(done), time.monotonic() - start)
         for cb in callbacks:
             cb(progress)
-        if time_budget is not None and progress.elapsed >= time_budget:
+        if time_budget is not None and progress.elapsed >= SEARCH_SHARE * time_budget:
+            out_of_time[0] = True
             raise StopTuning()
 
     options = measure_option or MeasureOptions(cold_weights=True)
@@ -152,10 +160,34 @@ def tune_model(model: Any, trials: int = 1000, db: Any = None, target: str = "ll
             before.update((r.workload_key, r.trials) for r in results)
             size = batch_size or max(1, min(16, trials // (2 * len(tasks))))
             results = [_joined(a, b) for a, b in zip(results, phase(trials - len(tasks), size))]
+        if out_of_time[0] or not any(r.interrupted for r in results):
+            deadline = None if time_budget is None else start + time_budget
+            results = _confirmed(tasks, results, db, meas.measure, deadline)
     finally:
         if measurer is None:
             meas.close()
     return ModelTuneResult(tasks, tuple(results), time.monotonic() - start, any(r.interrupted for r in results))
+
+
+def _confirmed(tasks: Sequence[ModelTask], results: list[TuneResult], db: Any, measure: Any,
+               deadline: float | None) -> list[TuneResult]:
+    """The results after each task's confirmation round, the tasks of most weighted best time
+    first, while `deadline` (time.monotonic()) allows; each result's best read back."""
+    from ..search.confirm import confirm
+    from ..search.tune import _open_db
+
+    database = _open_db(db)
+    by_key = {r.workload_key: r for r in results}
+    order = sorted(tasks, key=lambda t: -t.weight * by_key[t.task.workload_key].best_seconds)
+    for t in order:
+        if deadline is not None and time.monotonic() >= deadline:
+            break
+        if confirm(t.task, database, measure):
+            rec = database.best(t.task.workload_key, t.task.target_key)
+            old = by_key[t.task.workload_key]
+            by_key[t.task.workload_key] = replace(old, best_config=rec.config, best_seconds=rec.cost,
+                                                  best_gflops=gflops(t.task, rec.cost))
+    return [by_key[r.workload_key] for r in results]
 
 
 def _joined(first: TuneResult, then: TuneResult) -> TuneResult:

@@ -52,8 +52,14 @@ def test_tune_model_then_compile_model_runs_tuned_kernels(tmp_path):
     assert result.estimated_seconds is not None and result.estimated_seconds > 0   # every task measured
     assert all(r.trials >= 1 for r in result.results)
     with TuningDB(db, readonly=True) as reader:
-        counts = Counter(r.workload_key for r in reader.records())
+        records = reader.records()
+        best = {r.workload_key: reader.best(r.workload_key, r.target) for r in result.results}
+    counts = Counter(r.workload_key for r in records)
     assert set(counts) == {t.task.workload_key for t in result.tasks} and sum(counts.values()) == 24
+    # the confirmation round timed each task's finalists again, into their records, and the
+    # results report the best that the database now holds
+    assert max(len(r.costs) for r in records) > 5
+    assert all(r.best_seconds == best[r.workload_key].cost for r in result.results)
     m = autotune.compile_model(model, db=db)
     assert m.summary()["provenance"]["default"] == 0
     x = RNG.standard_normal(m.inputs[0][1]).astype(np.float32)

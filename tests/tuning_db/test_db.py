@@ -45,6 +45,26 @@ def db(location: str):
 
 # -- queries ---------------------------------------------------------------------------------
 
+def test_timings_added_to_a_config_move_its_cost_and_the_best(db):
+    """A config timed once in a lucky phase leads; timed again, its record's cost is the median of
+    all its timings, and the best is the config that stays fast."""
+    run_id = start(db)
+    db.add_records(run_id, [record(1, cost=1.0e-3), record(2, cost=1.2e-3), record(-3)])
+    assert db.best(WORKLOAD, TARGET).config_index == 1
+    assert db.add_timings(WORKLOAD, TARGET, 1, [1.5e-3, 1.6e-3, 1.5e-3, 1.4e-3]) == pytest.approx(1.4e-3)
+    assert db.add_timings(WORKLOAD, TARGET, 2, [1.2e-3, 1.25e-3]) == pytest.approx(1.2e-3)
+    best = db.best(WORKLOAD, TARGET)
+    assert (best.config_index, best.cost, len(best.costs)) == (2, pytest.approx(1.2e-3), 5)
+    assert db.records(WORKLOAD, TARGET)[0].costs == pytest.approx((1.0e-3, 1.1e-3, 0.9e-3, 1.5e-3, 1.6e-3,
+                                                                    1.5e-3, 1.4e-3))
+    assert {s.best_index for s in db.workloads()} == {2}
+    with pytest.raises(TuningDBError, match="no ok record of config 3"):
+        db.add_timings(WORKLOAD, TARGET, 3, [1e-3])
+    for bad in ([], [0.0], [math.inf], [-1e-3]):
+        with pytest.raises(ValueError, match="add_timings: costs must be positive finite seconds"):
+            db.add_timings(WORKLOAD, TARGET, 1, bad)
+
+
 def test_round_trip_keeps_every_field(db):
     run_id = start(db)
     batch = [record(3), record(-4), record(5, cost=2e-3)]

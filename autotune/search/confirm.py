@@ -1,0 +1,50 @@
+"""The confirmation round after a task's search: its best few configs and the template's default
+measured again, interleaved, before the database's best is trusted.
+
+While tuning, each config is timed once: `repeat` timings within a few hundred ms, all in one
+phase of a machine whose speed drifts (a shared VM's kernel medians move 20-30% for seconds at a
+time). The lowest of many such measurements is then mostly the luckiest phase: on ResNet-18 a
+30-minute tune picked configs that ran slower in the model than the defaults they replaced (the
+stem 1.84 ms against 1.50, layer4.1.conv1 1.64 against 1.35). Timed again in later batches, next
+to each other, each finalist's record gains timings from other phases, and its cost, the median
+of all of them, moves to what the config runs at (`TuningDB.add_timings`).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..measure.types import MeasureResult
+from ..schedules.task import Task
+
+FINALISTS = 2       # the best configs measured again, besides the default
+ROUNDS = 2          # batches of them: each adds `repeat` timings to every finalist
+
+
+def finalists(task: Task, database: Any, count: int = FINALISTS) -> list[int]:
+    """The `count` configs of lowest cost so far and the template's default (when it has an ok
+    record): the configs whose order decides what runs."""
+    best: dict[int, float] = {}
+    for rec in database.records(task.workload_key, task.target_key, ok_only=True):
+        if rec.cost is not None:
+            best[rec.config_index] = min(rec.cost, best.get(rec.config_index, rec.cost))
+    picks = sorted(best, key=lambda i: (best[i], i))[:count]
+    default = task.default_index
+    return picks + [default] if default in best and default not in picks else picks
+
+
+def confirm(task: Task, database: Any, measure: Callable[[Task, list[int]], list[MeasureResult]],
+            count: int = FINALISTS, rounds: int = ROUNDS) -> list[int]:
+    """ROUNDS batches of the finalists (picked again before each, in a rotated order), their ok
+    timings added to their records. Returns the configs measured again."""
+    measured: list[int] = []
+    for r in range(rounds):
+        picks = finalists(task, database, count)
+        if len(picks) < 2:          # nothing to rank against
+            break
+        order = picks[r % len(picks):] + picks[:r % len(picks)]
+        for index, result in zip(order, measure(task, order)):
+            if result.ok and result.costs:
+                database.add_timings(task.workload_key, task.target_key, index, result.costs)
+        measured.extend(i for i in order if i not in measured)
+    return measured

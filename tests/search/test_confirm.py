@@ -1,0 +1,69 @@
+"""The confirmation round: a task's best few configs and its default measured again, interleaved,
+on a real SQLite database, with scripted timings so a lucky first measurement is known."""
+import time
+
+import pytest
+
+import autotune
+from autotune.measure.types import ErrorKind, MeasureResult
+from autotune.search.confirm import confirm, finalists
+from tuning_db import Record, TuningDB
+
+
+def ok(seconds):
+    return MeasureResult((seconds, seconds * 1.05, seconds * 0.95), ErrorKind.OK, "", 0.1, time.time())
+
+
+@pytest.fixture
+def tuned(tmp_path):
+    """A task whose database holds one measurement per config: `lucky` timed fast once, `steady`
+    next, the default last (measured first, in a slow phase), two more behind."""
+    task = autotune.create_task("matmul", M=33, N=17, K=29)
+    default = task.default_index
+    others = [i for i in range(1, 40) if i != default and task.is_valid(i)][:4]
+    lucky, steady, *rest = others
+    db = TuningDB(tmp_path / "c.db")
+    run = db.start_run(task.workload_key, task.name, task.params, task.dtype, task.target_key, "xgb", 8, 0)
+    measured = {lucky: 1.0e-3, steady: 1.2e-3, default: 1.5e-3, rest[0]: 1.9e-3, rest[1]: 2.0e-3}
+    db.add_records(run, [Record(task.workload_key, task.target_key, i, task.config(i).to_json(), ok(s).costs,
+                                "ok", "", 0.1, time.time()) for i, s in measured.items()])
+    yield task, db, dict(lucky=lucky, steady=steady, default=default)
+    db.close()
+
+
+def test_a_lucky_config_measured_again_loses_to_the_one_that_stays_fast(tuned):
+    task, db, c = tuned
+    truth = {c["lucky"]: 1.6e-3, c["steady"]: 1.2e-3, c["default"]: 1.3e-3}
+    batches = []
+
+    def measure(t, indices):
+        assert t is task
+        batches.append(list(indices))
+        return [ok(truth[i]) for i in indices]
+
+    assert finalists(task, db) == [c["lucky"], c["steady"], c["default"]]
+    assert db.best(task.workload_key, task.target_key).config_index == c["lucky"]
+    confirm(task, db, measure)
+    assert len(batches) == 2 and batches[0] == [c["lucky"], c["steady"], c["default"]]
+    assert sorted(batches[1]) == sorted(batches[0])     # still the finalists (re-ranked, in another order)
+    best = db.best(task.workload_key, task.target_key)
+    assert best.config_index == c["steady"] and best.cost == pytest.approx(1.2e-3)
+    costs = {r.config_index: r.cost for r in db.records(task.workload_key, task.target_key)}
+    assert costs[c["lucky"]] > costs[c["default"]] > costs[c["steady"]]
+
+
+def test_failed_measurements_add_nothing_and_one_config_is_not_confirmed(tuned, tmp_path):
+    task, db, c = tuned
+    before = {r.config_index: r.costs for r in db.records(task.workload_key, task.target_key)}
+
+    def crash(t, indices):
+        return [MeasureResult((), ErrorKind.RUNTIME_ERROR, "segfault", 0.1, time.time()) for _ in indices]
+
+    assert confirm(task, db, crash) == [c["lucky"], c["steady"], c["default"]]
+    assert {r.config_index: r.costs for r in db.records(task.workload_key, task.target_key)} == before
+    lone = autotune.create_task("matmul", M=3, N=5, K=7)
+    with TuningDB(tmp_path / "lone.db") as single:
+        run = single.start_run(lone.workload_key, lone.name, lone.params, lone.dtype, lone.target_key, "xgb", 1, 0)
+        single.add_records(run, [Record(lone.workload_key, lone.target_key, 0, lone.config(0).to_json(),
+                                        ok(1e-3).costs, "ok", "", 0.1, time.time())])
+        assert confirm(lone, single, crash) == []      # nothing to rank it against: nothing measured
