@@ -18,7 +18,8 @@ from ..measure.types import MeasureResult
 from ..schedules.task import Task
 
 FINALISTS = 2       # the best configs measured again, besides the default
-ROUNDS = 2          # batches of them: each adds `repeat` timings to every finalist
+ROUNDS = 2          # later batches a finalist is measured in before its cost is trusted
+MAX_ROUNDS = 4      # batches per task at most: a finalist that falls back lets in one not yet confirmed
 
 
 def finalists(task: Task, database: Any, count: int = FINALISTS) -> list[int]:
@@ -35,16 +36,18 @@ def finalists(task: Task, database: Any, count: int = FINALISTS) -> list[int]:
 
 def confirm(task: Task, database: Any, measure: Callable[[Task, list[int]], list[MeasureResult]],
             count: int = FINALISTS, rounds: int = ROUNDS) -> list[int]:
-    """ROUNDS batches of the finalists (picked again before each, in a rotated order), their ok
-    timings added to their records. Returns the configs measured again."""
-    measured: list[int] = []
-    for r in range(rounds):
+    """Batches of the finalists (picked again before each, in a rotated order), their ok timings
+    added to their records, until every finalist was in `rounds` of them or after MAX_ROUNDS.
+    A finalist whose cost rises falls out and the next config comes in, measured until it too
+    is confirmed. Returns the configs measured again."""
+    batches: dict[int, int] = {}
+    for r in range(max(rounds, MAX_ROUNDS)):
         picks = finalists(task, database, count)
-        if len(picks) < 2:          # nothing to rank against
+        if len(picks) < 2 or all(batches.get(i, 0) >= rounds for i in picks):   # one config: nothing to rank
             break
         order = picks[r % len(picks):] + picks[:r % len(picks)]
         for index, result in zip(order, measure(task, order)):
             if result.ok and result.costs:
                 database.add_timings(task.workload_key, task.target_key, index, result.costs)
-        measured.extend(i for i in order if i not in measured)
-    return measured
+            batches[index] = batches.get(index, 0) + 1
+    return list(batches)

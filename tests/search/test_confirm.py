@@ -44,8 +44,9 @@ def test_a_lucky_config_measured_again_loses_to_the_one_that_stays_fast(tuned):
     assert finalists(task, db) == [c["lucky"], c["steady"], c["default"]]
     assert db.best(task.workload_key, task.target_key).config_index == c["lucky"]
     confirm(task, db, measure)
-    assert len(batches) == 2 and batches[0] == [c["lucky"], c["steady"], c["default"]]
-    assert sorted(batches[1]) == sorted(batches[0])     # still the finalists (re-ranked, in another order)
+    assert batches[0] == [c["lucky"], c["steady"], c["default"]]
+    # until each finalist was in two batches: the lucky one falls back and leaves the others
+    assert 2 <= len(batches) <= 4 and all(sum(i in b for b in batches) >= 2 for i in batches[-1])
     best = db.best(task.workload_key, task.target_key)
     assert best.config_index == c["steady"] and best.cost == pytest.approx(1.2e-3)
     costs = {r.config_index: r.cost for r in db.records(task.workload_key, task.target_key)}
@@ -53,13 +54,14 @@ def test_a_lucky_config_measured_again_loses_to_the_one_that_stays_fast(tuned):
 
 
 def test_failed_measurements_add_nothing_and_one_config_is_not_confirmed(tuned, tmp_path):
+    """A finalist that fails when measured again keeps its record; two batches, then the round ends."""
     task, db, c = tuned
     before = {r.config_index: r.costs for r in db.records(task.workload_key, task.target_key)}
 
     def crash(t, indices):
         return [MeasureResult((), ErrorKind.RUNTIME_ERROR, "segfault", 0.1, time.time()) for _ in indices]
 
-    assert confirm(task, db, crash) == [c["lucky"], c["steady"], c["default"]]
+    assert sorted(confirm(task, db, crash)) == sorted([c["lucky"], c["steady"], c["default"]])
     assert {r.config_index: r.costs for r in db.records(task.workload_key, task.target_key)} == before
     lone = autotune.create_task("matmul", M=3, N=5, K=7)
     with TuningDB(tmp_path / "lone.db") as single:
