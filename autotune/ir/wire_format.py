@@ -144,7 +144,7 @@ def show(v: Any) -> str:
     return text if len(text) <= 60 else text[:60] + "..."
 
 
-def ids(n: int) -> str:
+def _ids(n: int) -> str:
     return f"0..{n - 1}" if n else "but there is none"
 
 
@@ -192,7 +192,7 @@ def _ref_field(cls: type, what: str, optional: bool = False) -> _Field:
         if type(raw) is not int:
             raise FieldError(f"expected the id of {what}{' or null' if optional else ''}, got {show(raw)}")
         if not 0 <= raw < len(r.nodes):
-            raise FieldError(f"node id {raw} out of range: expected an earlier node, {ids(len(r.nodes))}")
+            raise FieldError(f"node id {raw} out of range: expected an earlier node, {_ids(len(r.nodes))}")
         node = r.nodes[raw]
         if not isinstance(node, cls):
             raise FieldError(f"expected {what}, node {raw} is a {type(node).__name__}")
@@ -278,13 +278,13 @@ def _write_buffer(v: Any, w: Writer) -> int:
     i = w.buffer_ids.get(id(v))
     if i is None:
         i = w.buffer_ids[id(v)] = len(w.buffers)
-        w.buffers.append(buffer_entry(v))
+        w.buffers.append(_buffer_entry(v))
     return i
 
 
 def _read_buffer(raw: Any, r: Reader) -> Buffer:
     if type(raw) is not int or not 0 <= raw < len(r.buffers):
-        raise FieldError(f"expected a buffer id, {ids(len(r.buffers))}, got {show(raw)}")
+        raise FieldError(f"expected a buffer id, {_ids(len(r.buffers))}, got {show(raw)}")
     return r.buffers[raw]
 
 
@@ -366,7 +366,7 @@ def check_const(node: Const) -> None:
         raise FieldError(f"value {show(v)} is not a {node.dtype} constant")
 
 
-def buffer_entry(b: Buffer) -> list:
+def _buffer_entry(b: Buffer) -> list:
     entry = [b.name, list(b.shape) if isinstance(b.shape, tuple) else b.shape, b.dtype, b.scope, b.double_buffer]
     for (field, ok, what), v in zip(BUFFER_FIELDS, entry):
         if not ok(v):

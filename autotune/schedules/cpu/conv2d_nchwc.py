@@ -402,9 +402,8 @@ def _schedule_conv(cfg: Any, s: Schedule, conv: te.Tensor, K: te.Tensor, out: te
     reduce = list(s[conv].op.reduce_axis)       # (rcb, ry, rx, rci), or depthwise (ry, rx)
     rx = reduce[2] if len(reduce) == 4 else reduce[1]
     if block_rows:
-        cy, cyi = s[conv].split(cy, cfg["nchwc_oh_bn"].val)
-        s[conv].reorder(reduce[0], cy, cxo, *reduce[1:], cyi, cxi, cf)
-        cy = cyi
+        cyo, cy = s[conv].split(cy, cfg["nchwc_oh_bn"].val)
+        s[conv].reorder(reduce[0], cyo, cxo, *reduce[1:], cy, cxi, cf)
     else:
         s[conv].reorder(cxo, *reduce, cy, cxi, cf)
     if cfg["nchwc_unroll_kw"].val:
