@@ -21,8 +21,8 @@ import warnings
 from collections.abc import Iterable, Iterator
 from typing import Any, cast
 
-from sqlalchemy import URL, CursorResult, Table, and_, case, delete, func, insert, inspect, select, update
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy import URL, CursorResult, Table, and_, case, delete, func, insert, inspect, select, union, update
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from .boundary import is_int, warn_skipped
@@ -33,9 +33,11 @@ from .migrate import lock, migrate
 from .records import RUN_STATUSES, Record, RunInfo, TuningDBError, WorkloadSummary, median_cost
 from .rekey import Rekey, rekey
 from .schema import (
+    MODEL_KEY_LENGTH,
     SCHEMA_VERSION,
     VERSION_TABLES,
     Meta,
+    ModelTimingRow,
     RecordRow,
     RunRow,
     TargetRow,
@@ -98,6 +100,7 @@ class TuningDB:
         self._pid = os.getpid()
         self._read = sessionmaker(self._engine, expire_on_commit=False)
         self._write = sessionmaker(self._engine.execution_options(**{WRITE_OPTION: True}), expire_on_commit=False)
+        self._model_timings = True   # False for an older database read as it is (_open_schema)
         try:
             self._open_schema()
         except SQLAlchemyError as e:
@@ -129,7 +132,9 @@ class TuningDB:
         upgrading an older version in place (tuning_db.migrate) when opened for writing."""
         if self.readonly:
             with self._engine.connect() as conn:
-                self._check_schema(conn, set(inspect(conn).get_table_names()))
+                tables = set(inspect(conn).get_table_names())
+                self._check_schema(conn, tables)
+            self._model_timings = "model_timings" in tables
             return
         with self._write.begin() as session:   # under the write lock: two creators cannot race
             conn = session.connection()
@@ -233,7 +238,7 @@ class TuningDB:
         stmt = (select(RecordRow).where(RecordRow.workload_id == key_id(WorkloadRow, workload_key),
                                         RecordRow.target_id == key_id(TargetRow, target_key),
                                         RecordRow.config_index == int(config_index), RecordRow.error_kind == "ok")
-                .order_by(RecordRow.id).limit(1))
+                .order_by(RecordRow.id).limit(1).with_for_update())   # locked: concurrent adds queue
         with self._writing() as session:
             row = session.scalars(stmt).first()
             if row is None:
@@ -242,6 +247,46 @@ class TuningDB:
             row.costs = [*row.costs, *more]
             row.cost = median_cost("ok", row.costs)
             return cast(float, row.cost)
+
+    def add_model_timings(self, model_key: str, workload_key: str, target_key: str, config_index: int,
+                          costs: Iterable[float]) -> float:
+        """Add times a config took per call inside the model `model_key` (a hash of its graph) to
+        that model's timings of it, whose cost becomes the median of all of them; returns that
+        cost. A config's time alone and inside a model differ, and the lowest decides which config
+        the model runs (`model_choices`); only a config with an ok record (measured, its output
+        checked) may be one."""
+        more = [float(c) for c in costs]
+        if not more or not all(math.isfinite(c) and c > 0 for c in more):
+            raise ValueError(f"add_model_timings: costs must be positive finite seconds, got {more!r}")
+        if not isinstance(model_key, str) or not 0 < len(model_key) <= MODEL_KEY_LENGTH:
+            raise ValueError(f"add_model_timings: model_key must be a non-empty string of at most "
+                             f"{MODEL_KEY_LENGTH} characters, got {model_key!r}")
+        index = int(config_index)
+        ok = (select(RecordRow.workload_id, RecordRow.target_id)
+              .where(RecordRow.workload_id == key_id(WorkloadRow, workload_key),
+                     RecordRow.target_id == key_id(TargetRow, target_key),
+                     RecordRow.config_index == index, RecordRow.error_kind == "ok").limit(1))
+        now = time.time()
+        with self._writing() as session:
+            found = session.execute(ok).first()
+            if found is None:
+                raise TuningDBError(f"{self.name}: no ok record of config {config_index} of {workload_key!r} "
+                                    f"on {target_key!r} to add in-model timings to")
+            ident = {"model_key": model_key, "target_id": found.target_id, "workload_id": found.workload_id,
+                     "config_index": index}
+            row = session.get(ModelTimingRow, ident, with_for_update=True)   # locked: concurrent appends queue
+            if row is None:
+                try:
+                    with session.begin_nested():   # a savepoint: losing the race below must not end the transaction
+                        row = ModelTimingRow(**ident, costs=more, cost=median_cost("ok", more), updated_at=now)
+                        session.add(row)
+                    return row.cost
+                except IntegrityError:   # another writer created the row since we looked: add to theirs
+                    row = session.get_one(ModelTimingRow, ident, with_for_update=True)
+            row.costs = [*row.costs, *more]
+            row.cost = cast(float, median_cost("ok", row.costs))
+            row.updated_at = now
+            return row.cost
 
     def claim(self, run_id: int, indices: Iterable[int], lease_s: float) -> list[int]:
         """Claim configs for `run_id` to measure, for `lease_s` seconds: returns those of `indices`
@@ -313,6 +358,23 @@ class TuningDB:
             RecordRow.target_id == key_id(TargetRow, target_key))
         with self._reading() as session:
             return set(session.scalars(stmt))
+
+    def model_choices(self, model_key: str, target_key: str) -> dict[str, int]:
+        """The config each workload timed inside the model `model_key` on a target runs there: the
+        one of lowest in-model cost (ties: the lower index), by workload key. Empty when nothing
+        was timed, and for a database from before in-model timings, read as it is."""
+        if not self._model_timings:
+            return {}
+        stmt = (select(WorkloadRow.key, ModelTimingRow.config_index)
+                .join(WorkloadRow, ModelTimingRow.workload_id == WorkloadRow.id)
+                .where(ModelTimingRow.model_key == model_key,
+                       ModelTimingRow.target_id == key_id(TargetRow, target_key), ModelTimingRow.cost > 0)
+                .order_by(ModelTimingRow.cost, ModelTimingRow.config_index))
+        choices: dict[str, int] = {}
+        with self._reading() as session:
+            for workload_key, index in session.execute(stmt):
+                choices.setdefault(workload_key, index)
+        return choices
 
     def workloads(self, op: str | None = None) -> list[WorkloadSummary]:
         """One summary per (workload, target) with a run, sorted by workload key then target key."""
@@ -391,14 +453,19 @@ class TuningDB:
             return rekey(session, new_key)
 
     def compact(self, top_k: int = 10) -> int:
-        """Keep the top_k best ok records per (workload, target) and every run; delete the rest.
+        """Keep the top_k best ok records per (workload, target), the ok records of configs timed
+        inside a model (a model may run one of them) and every run; delete the rest.
 
         Returns the number of records deleted. The SQLite file is then VACUUMed to give the space back.
         """
         if not is_int(top_k) or top_k < 1:
             raise ValueError(f"compact: top_k must be an integer in [1, 2**63 - 1], got {top_k!r}")
         ranked = _best_ok_ranked()
-        keep = select(ranked.c.id).where(ranked.c.rank <= top_k)
+        timed = select(ModelTimingRow.config_index).where(ModelTimingRow.workload_id == RecordRow.workload_id,
+                                                           ModelTimingRow.target_id == RecordRow.target_id,
+                                                           ModelTimingRow.config_index == RecordRow.config_index)
+        keep = union(select(ranked.c.id).where(ranked.c.rank <= top_k),
+                     select(RecordRow.id).where(RecordRow.error_kind == "ok", timed.exists()))
         with self._writing() as session:
             deleted = cast(CursorResult, session.execute(delete(RecordRow).where(RecordRow.id.not_in(keep)),
                                       execution_options={"synchronize_session": False})).rowcount

@@ -13,7 +13,18 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from sqlalchemy import JSON, BigInteger, Float, ForeignKey, Index, Integer, String, Text, select
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    PrimaryKeyConstraint,
+    String,
+    Text,
+    select,
+)
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
@@ -21,6 +32,7 @@ from .boundary import check_params
 from .records import KEY_LENGTH, Record, TuningDBError
 
 SCHEMA_VERSION = 3
+MODEL_KEY_LENGTH = 64   # a hash of a model's graph
 
 
 class Base(DeclarativeBase):
@@ -112,10 +124,32 @@ class ClaimRow(Base):
     expires_at: Mapped[float] = mapped_column(Float)
 
 
+class ModelTimingRow(Base):
+    """The times a config took per call inside one model (`model_key`, a hash of its graph),
+    measured by profiling the compiled model. A config's time alone (a record's cost) and inside
+    a model differ, since its neighbours leave the caches and the machine in another state, so
+    the configs a model runs are those fastest inside it. `cost` is the median of `costs`."""
+
+    __tablename__ = "model_timings"
+
+    model_key: Mapped[str] = mapped_column(String(MODEL_KEY_LENGTH))
+    workload_id: Mapped[int] = mapped_column(ForeignKey("workloads.id"))
+    target_id: Mapped[int] = mapped_column(ForeignKey("targets.id"))
+    config_index: Mapped[int] = mapped_column(BigInteger)
+    costs: Mapped[list[float]] = mapped_column(JSON)
+    cost: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)
+
+    # target before workload: the key's index is also the one for a model's choices on a target
+    __table_args__ = (PrimaryKeyConstraint("model_key", "target_id", "workload_id", "config_index"),)
+
+
 TABLES = frozenset(Base.metadata.tables)
 # The tables each version has (for the damage check of a database opened as it is). Version 3
-# changes no table: see migrations/versions/v3_float_params.py.
-VERSION_TABLES = {1: TABLES - {"claims"}, 2: TABLES, 3: TABLES}
+# changes no table (see migrations/versions/v3_float_params.py), and model_timings came after it
+# without a new version (see v4_model_timings.py): a version 3 database may lack it.
+VERSION_TABLES = {1: TABLES - {"claims", "model_timings"}, 2: TABLES - {"model_timings"},
+                  3: TABLES - {"model_timings"}}
 
 
 def record_row(record: Record, run_id: int, workload_id: int, target_id: int) -> dict[str, Any]:

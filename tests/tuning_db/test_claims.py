@@ -69,10 +69,11 @@ def test_three_concurrent_tuners_never_measure_a_config_twice(location):
 
 
 def _as_version_1(path: Path) -> None:
-    """Turn a current database into one as autotune with schema version 1 wrote it (no claims, and
-    no Alembic version table: that autotune predates it)."""
+    """Turn a current database into one as autotune with schema version 1 wrote it (no claims nor
+    model_timings, and no Alembic version table: that autotune predates it)."""
     with sqlite3.connect(path) as raw:
         raw.execute("DROP TABLE claims")
+        raw.execute("DROP TABLE model_timings")
         raw.execute(f"DROP TABLE {VERSION_TABLE}")
         raw.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
     raw.close()

@@ -154,10 +154,14 @@ def test_merging_keeps_every_record_once(tmp_path):
                                   ("layer_norm(M=4,N=8,eps=10:-6)float32", [10, -6], (1, 2))):
             run_id = db.start_run(key, "layer_norm", {"M": 4, "N": 8, "eps": eps}, "float32", target, "grid", 2)
             db.add_records(run_id, [autotune_record(key, target, i) for i in indices])
+            for i in indices:       # timed inside a model too: config 1 under both keys
+                db.add_model_timings("m", key, target, i, [3e-3, 3e-3] if key.endswith("1:-5)float32") else [i * 1e-3])
         assert upgrade(db) == 2
         (w,) = db.workloads()
         assert (w.key, w.params, w.trials) == ("layer_norm(M=4,N=8,eps=1e-05)float32", {"M": 4, "N": 8, "eps": 1e-5}, 3)
         assert len(db.runs(w.key)) == 2 and db.measured_indices(w.key, target) == {0, 1, 2}
+        # config 1's timings joined (median 3 ms of 3, 3, 1), so config 2's 2 ms is the model's choice
+        assert db.model_choices("m", target) == {w.key: 2}
 
 
 def autotune_record(key: str, target: str, index: int):

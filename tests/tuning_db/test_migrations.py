@@ -64,6 +64,7 @@ def as_before_alembic(location: str, version: int) -> None:
     engine = engine_of(location)
     with engine.begin() as conn:
         conn.execute(text(f"DROP TABLE {VERSION_TABLE}"))
+        conn.execute(text("DROP TABLE model_timings"))   # came with Alembic revision v4
         if version < 2:
             conn.execute(text("DROP TABLE claims"))
         conn.execute(text("UPDATE meta SET value = :v WHERE key = 'schema_version'"), {"v": str(version)})
@@ -83,7 +84,33 @@ def test_a_database_from_before_alembic_is_read_as_is_and_upgraded_by_a_writer(l
         run_id = writer.start_run(WORKLOAD, "matmul", {"M": 7, "N": 11, "K": 13}, "float32", TARGET, "grid", 8)
         assert writer.claim(run_id, [3, 5], lease_s=60) == [5]
     rev, meta_version, tables = facts(location)
-    assert (rev, meta_version) == (HEAD, str(SCHEMA_VERSION)) and "claims" in tables
+    assert (rev, meta_version) == (HEAD, str(SCHEMA_VERSION)) and {"claims", "model_timings"} <= tables
+
+
+def test_a_version_3_database_lacks_model_timings_until_a_writer_upgrades_it(location):
+    """Model timings came without a new schema version: a reader takes a version 3 database
+    without the table as it is (no in-model choices, records as ever), a writer adds the table."""
+    from alembic import command
+
+    filled(location).close()
+    engine = engine_of(location)
+    with engine.begin() as conn:
+        command.downgrade(alembic_config(conn), "v3")
+    engine.dispose()
+    before = facts(location)
+    assert before[:2] == ("v3", "3") and "model_timings" not in before[2]
+    with TuningDB(location, readonly=True) as reader:
+        assert reader.model_choices("m" * 64, TARGET) == {}
+        assert [r.config_index for r in reader.records()] == [3, 4]
+        assert reader.best(WORKLOAD, TARGET) is not None
+    assert facts(location) == before
+    with TuningDB(location) as writer:
+        writer.add_model_timings("m" * 64, WORKLOAD, TARGET, 4, [1e-3])
+        assert writer.model_choices("m" * 64, TARGET) == {WORKLOAD: 4}
+    rev, version, tables = facts(location)
+    assert (rev, version, "model_timings" in tables) == ("v4", str(SCHEMA_VERSION), True) and SCHEMA_VERSION == 3
+    with TuningDB(location, readonly=True) as reader:
+        assert reader.model_choices("m" * 64, TARGET) == {WORKLOAD: 4}
 
 
 def test_a_file_written_before_alembic_gets_exactly_todays_schema(tmp_path):
