@@ -53,7 +53,7 @@ class Kernel:
 
     task: Task
     config: dict
-    provenance: str            # "tuned", "nearest:<workload key>" or "default"
+    provenance: str            # "tuned", "tuned:in-model", "nearest:<workload key>" or "default"
     gflops_expected: float | None
     build: Callable[[], Any] = field(repr=False)
 
@@ -369,6 +369,16 @@ def _resolve(op: str, target: str, db: Any, dtype: str, params: dict[str, Any], 
         if stamp:
             note_key = entry_key(task.workload_key, task.target_key, {"resolved_from": stamp, **constant})
             disk.put_note(note_key, {"index": index, "provenance": provenance, "gflops": gflops})
+    return _kernel(task, index, provenance, gflops, disk)
+
+
+def with_config(kernel: Kernel, index: int, provenance: str) -> Kernel:
+    """`kernel`'s workload run with config `index` of its space instead (a model's choice by
+    the configs' times inside it: `autotune.graph.in_model`)."""
+    return _kernel(kernel.task, index, provenance, None, DiskCache())
+
+
+def _kernel(task: Task, index: int, provenance: str, gflops: float | None, disk: DiskCache) -> Kernel:
     config = task.config(index).to_json()
     return Kernel(task, config, provenance, gflops, lambda: _MEMORY.get_or_create(
         (task.workload_key, task.target_key, index), lambda: _compile(task, index, disk)))

@@ -29,8 +29,9 @@ from typing import Any
 import numpy as np
 
 from ..interop import as_numpy, contiguous
-from ..runtime import Kernel, resolve
+from ..runtime import Kernel, resolve, with_config
 from .hoist import HoistedWeights, hoist_weights
+from .in_model import in_model_choices
 from .index_checks import index_checks
 from .ir import Graph, Node, Value
 from .planner import ALIGN, ARENA, CONSTANT, OUTPUT, Plan, plan_buffers
@@ -114,13 +115,16 @@ class CompiledModel:
     the model binds."""
 
     def __init__(self, graph: Graph, db: Any = None, target: str = "llvm", prepack: bool = True,
-                 fuse: bool = True, layout: str = "nchw") -> None:
+                 fuse: bool = True, layout: str = "nchw", pinned: Mapping[str, int] | None = None) -> None:
         self.index_checks = index_checks(graph)
+        self.model_key = graph.structure_key(layout)
         self.graph, self.groups = prepare_graph(graph, target, db, prepack, fuse, layout)   # groups: None unfused
         graph = self.graph
         self.target = target
         self.plan: Plan = plan_buffers(graph)
-        self.kernels, self.hoisted, self.load_warnings = _load_kernels(graph, target, db, prepack)
+        configs = ({k: (i, "pinned") for k, i in pinned.items()} if pinned is not None
+                   else {k: (i, "tuned:in-model") for k, i in in_model_choices(db, self.model_key, target).items()})
+        self.kernels, self.hoisted, self.load_warnings = _load_kernels(graph, target, db, prepack, configs)
         kept = {k: a for k, a in graph.constants.items() if k not in self.hoisted.unread}
         self.graph = graph = replace(graph, constants=kept)          # the raw weights hoisting replaced: freed
         self.weights = kept | self.hoisted.constants
@@ -263,20 +267,24 @@ def _kind(provenance: str) -> str:
     return provenance.split(":", 1)[0]
 
 
-def _load_kernels(graph: Graph, target: str, db: Any, hoisting: bool
+def _load_kernels(graph: Graph, target: str, db: Any, hoisting: bool, configs: Mapping[str, tuple[int, str]]
                   ) -> tuple[dict[int, Kernel], HoistedWeights, list[str]]:
-    """Each kernel node's kernel (by node index), resolved once; with `hoisting`, the variants of
-    those whose weight transforms run at compile time (the plain kernel is then never built);
-    and the fallback warnings `load` gave (collected: a model with many untuned shapes would
-    otherwise print one per kernel)."""
+    """Each kernel node's kernel (by node index), resolved once, or with the (config, provenance)
+    `configs` names for its workload; with `hoisting`, the variants of those whose weight
+    transforms run at compile time (the plain kernel is then never built); and the fallback
+    warnings `load` gave (collected: a model with many untuned shapes would otherwise print one
+    per kernel)."""
     kernels: dict[int, Kernel] = {}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for i, n in enumerate(graph.nodes):
             if not n.is_view:
                 consts = graph.constant_positions(n) if hoisting else []
-                kernels[i] = resolve(n.op, target=target, db=db, dtype=n.dtype, constant_inputs=consts, **n.params)
-                _check_signature(graph, n, kernels[i])
+                kernel = resolve(n.op, target=target, db=db, dtype=n.dtype, constant_inputs=consts, **n.params)
+                if kernel.task.workload_key in configs:
+                    kernel = with_config(kernel, *configs[kernel.task.workload_key])
+                kernels[i] = kernel
+                _check_signature(graph, n, kernel)
         hoisted = hoist_weights(graph, kernels) if hoisting else HoistedWeights()
         for i, k in kernels.items():
             if i not in hoisted.funcs:

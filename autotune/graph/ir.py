@@ -12,6 +12,7 @@ in a topological order; `validate` checks that and every other invariant below.
 """
 from __future__ import annotations
 
+import hashlib
 import math
 from collections import Counter
 from collections.abc import Iterable
@@ -126,6 +127,13 @@ class Graph:
         for v in self.outputs:
             if v.name not in produced:
                 raise ValueError(f"graph {self.name!r}: output {v.name!r} is never produced")
+
+    def structure_key(self, *context: str) -> str:
+        """A hash of what the graph computes and how it is wired (its text, with the nodes'
+        dtypes) and of `context` (how it runs: a layout), not of the weights' values: the key of
+        timings taken inside this model, where a kernel's time depends on its neighbours."""
+        text = "\n".join([str(self), " ".join(n.dtype for n in self.nodes), *context])
+        return hashlib.sha256(text.encode()).hexdigest()[:32]
 
     def __str__(self) -> str:
         lines = [f"graph {self.name}(" + ", ".join(_sig(v) for v in self.inputs) + ")"]

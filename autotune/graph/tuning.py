@@ -18,6 +18,7 @@ from typing import Any
 
 from ..schedules.task import Task, create_task
 from ..search.tuner import Progress, StopTuning, TuneResult, gflops
+from ..target import Target
 from .executor import onnx_frontend, prepare_graph
 from .ir import Graph
 
@@ -67,7 +68,8 @@ class ModelTuneResult:
         return sum(r.trials for r in self.results)
 
 
-SEARCH_SHARE = 0.9      # of a time budget for the search; the rest for the confirmation round
+SEARCH_SHARE = 0.85     # of a time budget for the search
+CONFIRM_SHARE = 0.92    # up to this share for the confirmation round, the rest for timing inside the model
 
 
 def estimated_latency(tasks: Sequence[ModelTask], best: Mapping[str, float]) -> float | None:
@@ -115,10 +117,13 @@ def tune_model(model: Any, trials: int = 1000, db: Any = None, target: str = "ll
     A first round measures one config of every task (the xgb tuner's first is the template's
     default), so the model's estimate exists after a trial per task, however short the budget;
     then batches of `batch_size` (default: at most 16, and small enough that a round over all
-    tasks takes at most half the trials) go where the scheduler expects the most gain. Last, a
+    tasks takes at most half the trials) go where the scheduler expects the most gain. Then a
     confirmation round (`search.confirm`) measures each task's best few configs and its default
-    again, the tasks of most weighted time first; with a time budget the search stops at
-    SEARCH_SHARE of it and the confirmation at the budget. A Ctrl-C skips it."""
+    again, the tasks of most weighted time first; last, those finalists are timed inside the
+    model, which then runs the fastest there (`graph.in_model`; on the CPU, and not when
+    measuring on a cluster, whose machines are not this one). With a time budget the search
+    stops at SEARCH_SHARE of it, the confirmation at CONFIRM_SHARE and the timing in the model
+    at the budget. A Ctrl-C skips both."""
     if time_budget is not None and (isinstance(time_budget, bool) or not isinstance(time_budget, (int, float))
                                     or not time_budget > 0):
         raise ValueError(f"tune_model: time_budget must be a positive number of seconds, got {time_budget!r}")
@@ -161,8 +166,11 @@ def tune_model(model: Any, trials: int = 1000, db: Any = None, target: str = "ll
             size = batch_size or max(1, min(16, trials // (2 * len(tasks))))
             results = [_joined(a, b) for a, b in zip(results, phase(trials - len(tasks), size))]
         if out_of_time[0] or not any(r.interrupted for r in results):
-            deadline = None if time_budget is None else start + time_budget
-            results = _confirmed(tasks, results, db, meas.measure, deadline)
+            confirm_by, end = ((None, None) if time_budget is None
+                               else (start + CONFIRM_SHARE * time_budget, start + time_budget))
+            results = _confirmed(tasks, results, db, meas.measure, confirm_by)
+            if cluster is None and Target.parse(target).kind == "llvm":
+                results = _timed_in_model(graph, tasks, results, db, target, layout, end)
     finally:
         if measurer is None:
             meas.close()
@@ -188,6 +196,26 @@ def _confirmed(tasks: Sequence[ModelTask], results: list[TuneResult], db: Any, m
             by_key[t.task.workload_key] = replace(old, best_config=rec.config, best_seconds=rec.cost,
                                                   best_gflops=gflops(t.task, rec.cost))
     return [by_key[r.workload_key] for r in results]
+
+
+def _timed_in_model(graph: Graph, tasks: Sequence[ModelTask], results: list[TuneResult], db: Any, target: str,
+                    layout: str, deadline: float | None) -> list[TuneResult]:
+    """The results after each task's finalists were timed inside the model: a task's best is
+    then the config the model runs, with its cost alone (`graph.in_model`)."""
+    from ..search.tune import _open_db
+    from .in_model import time_finalists
+
+    database = _open_db(db)
+    chosen = time_finalists(graph, tasks, database, target, layout, deadline)
+    task_of = {t.task.workload_key: t.task for t in tasks}
+    out = []
+    for r in results:
+        task = task_of[r.workload_key]
+        rec = next((rec for rec in database.records(r.workload_key, task.target_key, ok_only=True)
+                    if rec.config_index == chosen.get(r.workload_key)), None)
+        out.append(r if rec is None or rec.cost is None else replace(
+            r, best_config=rec.config, best_seconds=rec.cost, best_gflops=gflops(task, rec.cost)))
+    return out
 
 
 def _joined(first: TuneResult, then: TuneResult) -> TuneResult:

@@ -56,12 +56,16 @@ def test_tune_model_then_compile_model_runs_tuned_kernels(tmp_path):
         best = {r.workload_key: reader.best(r.workload_key, r.target) for r in result.results}
     counts = Counter(r.workload_key for r in records)
     assert set(counts) == {t.task.workload_key for t in result.tasks} and sum(counts.values()) == 24
-    # the confirmation round timed each task's finalists again, into their records, and the
-    # results report the best that the database now holds
+    # the confirmation round timed each task's finalists again, into their records; then they
+    # were timed inside the model, and the results report the configs the model runs
     assert max(len(r.costs) for r in records) > 5
-    assert all(r.best_seconds == best[r.workload_key].cost for r in result.results)
     m = autotune.compile_model(model, db=db)
     assert m.summary()["provenance"]["default"] == 0
+    runs = {k.task.workload_key: (k.config, k.provenance) for k in m.kernels.values()}
+    assert {r.workload_key: r.best_config for r in result.results} == {k: c for k, (c, _) in runs.items()}
+    assert all(r.best_seconds == best[r.workload_key].cost or runs[r.workload_key][1] == "tuned:in-model"
+               for r in result.results)
+    assert any(p == "tuned:in-model" for _, p in runs.values())
     x = RNG.standard_normal(m.inputs[0][1]).astype(np.float32)
     want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {
         m.inputs[0][0]: x})
