@@ -372,10 +372,12 @@ def _resolve(op: str, target: str, db: Any, dtype: str, params: dict[str, Any], 
     return _kernel(task, index, provenance, gflops, disk)
 
 
-def with_config(kernel: Kernel, index: int, provenance: str) -> Kernel:
-    """`kernel`'s workload run with config `index` of its space instead (a model's choice by
-    the configs' times inside it: `autotune.graph.in_model`)."""
-    return _kernel(kernel.task, index, provenance, None, DiskCache())
+def with_config(kernel: Kernel, config: int | dict, provenance: str) -> Kernel:
+    """`kernel`'s workload run with another config of its space (an index, or a record's JSON)
+    instead: a model's choice by the configs' times inside it (`autotune.graph.in_model`).
+    InstantiationError when the config is not one of the space's (a knob it names is gone)."""
+    task = kernel.task
+    return _kernel(task, task.config(config).index, provenance, None, DiskCache())
 
 
 def _kernel(task: Task, index: int, provenance: str, gflops: float | None, disk: DiskCache) -> Kernel:

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import InstantiationError
 from ..interop import as_numpy, contiguous
 from ..runtime import Kernel, resolve, with_config
 from .hoist import HoistedWeights, hoist_weights
@@ -122,8 +123,9 @@ class CompiledModel:
         graph = self.graph
         self.target = target
         self.plan: Plan = plan_buffers(graph)
-        configs = ({k: (i, "pinned") for k, i in pinned.items()} if pinned is not None
-                   else {k: (i, "tuned:in-model") for k, i in in_model_choices(db, self.model_key, target).items()})
+        configs: dict[str, tuple[int | dict[str, Any], str]] = (
+            {k: (i, "pinned") for k, i in pinned.items()} if pinned is not None
+            else {k: (c, "tuned:in-model") for k, c in in_model_choices(db, self.model_key, target).items()})
         self.kernels, self.hoisted, self.load_warnings = _load_kernels(graph, target, db, prepack, configs)
         kept = {k: a for k, a in graph.constants.items() if k not in self.hoisted.unread}
         self.graph = graph = replace(graph, constants=kept)          # the raw weights hoisting replaced: freed
@@ -267,7 +269,8 @@ def _kind(provenance: str) -> str:
     return provenance.split(":", 1)[0]
 
 
-def _load_kernels(graph: Graph, target: str, db: Any, hoisting: bool, configs: Mapping[str, tuple[int, str]]
+def _load_kernels(graph: Graph, target: str, db: Any, hoisting: bool,
+                  configs: Mapping[str, tuple[int | dict[str, Any], str]]
                   ) -> tuple[dict[int, Kernel], HoistedWeights, list[str]]:
     """Each kernel node's kernel (by node index), resolved once, or with the (config, provenance)
     `configs` names for its workload; with `hoisting`, the variants of those whose weight
@@ -282,7 +285,7 @@ def _load_kernels(graph: Graph, target: str, db: Any, hoisting: bool, configs: M
                 consts = graph.constant_positions(n) if hoisting else []
                 kernel = resolve(n.op, target=target, db=db, dtype=n.dtype, constant_inputs=consts, **n.params)
                 if kernel.task.workload_key in configs:
-                    kernel = with_config(kernel, *configs[kernel.task.workload_key])
+                    kernel = _with_config(kernel, *configs[kernel.task.workload_key])
                 kernels[i] = kernel
                 _check_signature(graph, n, kernel)
         hoisted = hoist_weights(graph, kernels) if hoisting else HoistedWeights()
@@ -290,6 +293,15 @@ def _load_kernels(graph: Graph, target: str, db: Any, hoisting: bool, configs: M
             if i not in hoisted.funcs:
                 k.func  # noqa: B018  (compiled now, not at the first call)
     return kernels, hoisted, [str(w.message) for w in caught]
+
+
+def _with_config(kernel: Kernel, config: int | dict[str, Any], provenance: str) -> Kernel:
+    """`kernel` with `config` instead, or as it is when a template change removed that config
+    (the choice was made among the configs of an older space)."""
+    try:
+        return with_config(kernel, config, provenance)
+    except InstantiationError:
+        return kernel
 
 
 def _check_signature(graph: Graph, node: Node, kernel: Kernel) -> None:

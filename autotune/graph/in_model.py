@@ -28,11 +28,20 @@ RUNS = 5       # whole runs of a variant per round
 ROUNDS = 12    # rounds over the variants, each in a rotated order
 
 
-def in_model_choices(db: Any, model_key: str, target: str) -> dict[str, int]:
-    """The config index of each workload timed fastest inside the model of `model_key`: none
+def in_model_choices(db: Any, model_key: str, target: str) -> dict[str, dict[str, Any]]:
+    """The config of each workload timed fastest inside the model of `model_key`, as its record
+    stores it (a config's index moves when a template gains a knob; its knobs do not): none
     when the database does not exist or has no timings taken inside this model."""
     database = open_db(db)
-    return {} if database is None else database.model_choices(model_key, Target.parse(target).key)
+    if database is None:
+        return {}
+    target_key = Target.parse(target).key
+    chosen = {}
+    for key, index in database.model_choices(model_key, target_key).items():
+        rec = next((r for r in database.records(key, target_key, ok_only=True) if r.config_index == index), None)
+        if rec is not None:
+            chosen[key] = rec.config
+    return chosen
 
 
 def time_finalists(graph: Graph, tasks: Sequence[Any], db: Any, target: str = "llvm", layout: str = "nchw",

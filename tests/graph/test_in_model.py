@@ -104,3 +104,20 @@ def test_a_task_with_one_finalist_is_not_timed(tmp_path):
         db.add_records(run, [Record(task.workload_key, task.target_key, task.default_index,
                                     task.config(task.default_index).to_json(), ok(1e-3), "ok", "", 0.1, time.time())])
     assert time_finalists(graph, tasks, path) == {}
+
+
+def test_the_choice_is_found_by_its_records_knobs_not_its_index(tuned):
+    """Indices move when a template gains a knob; a choice whose knobs are gone is not run."""
+    graph, tasks, path, c = tuned
+    task = tasks[0].task
+    stale, gone = 10**6, 10**6 + 1
+    m = autotune.compile_model(graph, db=path)
+    with TuningDB(path) as db:
+        run = db.start_run(task.workload_key, task.name, task.params, task.dtype, task.target_key, "xgb", 2, 0)
+        knobs = task.config(c["slow"]).to_json()["knobs"]
+        db.add_records(run, [Record(task.workload_key, task.target_key, i, {"index": i, "knobs": k}, ok(5e-3), "ok",
+                                    "", 0.1, time.time()) for i, k in ((stale, knobs), (gone, {"gone": 1}))])
+        db.add_model_timings(m.model_key, task.workload_key, task.target_key, stale, [1e-3])
+        assert runs(autotune.compile_model(graph, db=path), task.workload_key) == (c["slow"], "tuned:in-model")
+        db.add_model_timings(m.model_key, task.workload_key, task.target_key, gone, [0.5e-3])
+        assert runs(autotune.compile_model(graph, db=path), task.workload_key) == (c["fast"], "tuned")
