@@ -71,6 +71,22 @@ def _best_ok_ranked() -> Any:
             .where(RecordRow.error_kind == "ok", RecordRow.cost > 0).subquery())
 
 
+def _first_ok(workload_key: str, target_key: str, config_index: int) -> Any:
+    """The select of a config's first ok record: the one its timings measured again go to."""
+    return (select(RecordRow).where(RecordRow.workload_id == key_id(WorkloadRow, workload_key),
+                                    RecordRow.target_id == key_id(TargetRow, target_key),
+                                    RecordRow.config_index == int(config_index), RecordRow.error_kind == "ok")
+            .order_by(RecordRow.id).limit(1))
+
+
+def _seconds(costs: Iterable[float], method: str) -> list[float]:
+    """`costs` as floats; ValueError naming `method` unless they are some positive finite seconds."""
+    more = [float(c) for c in costs]
+    if not more or not all(math.isfinite(c) and c > 0 for c in more):
+        raise ValueError(f"{method}: costs must be positive finite seconds, got {more!r}")
+    return more
+
+
 class TuningDB:
     """The tuning database: runs and their measured records per (workload key, target key).
 
@@ -232,13 +248,8 @@ class TuningDB:
         median of all its timings; returns that cost. A config is timed once while tuning, in
         one phase of a machine whose speed drifts; timings taken again later, interleaved with
         its rivals', keep one lucky phase from deciding the best (`autotune.search.confirm`)."""
-        more = [float(c) for c in costs]
-        if not more or not all(math.isfinite(c) and c > 0 for c in more):
-            raise ValueError(f"add_timings: costs must be positive finite seconds, got {more!r}")
-        stmt = (select(RecordRow).where(RecordRow.workload_id == key_id(WorkloadRow, workload_key),
-                                        RecordRow.target_id == key_id(TargetRow, target_key),
-                                        RecordRow.config_index == int(config_index), RecordRow.error_kind == "ok")
-                .order_by(RecordRow.id).limit(1).with_for_update())   # locked: concurrent adds queue
+        more = _seconds(costs, "add_timings")
+        stmt = _first_ok(workload_key, target_key, config_index).with_for_update()   # locked: concurrent adds queue
         with self._writing() as session:
             row = session.scalars(stmt).first()
             if row is None:
@@ -255,20 +266,14 @@ class TuningDB:
         cost. A config's time alone and inside a model differ, and the lowest decides which config
         the model runs (`model_choices`); only a config with an ok record (measured, its output
         checked) may be one."""
-        more = [float(c) for c in costs]
-        if not more or not all(math.isfinite(c) and c > 0 for c in more):
-            raise ValueError(f"add_model_timings: costs must be positive finite seconds, got {more!r}")
+        more = _seconds(costs, "add_model_timings")
         if not isinstance(model_key, str) or not 0 < len(model_key) <= MODEL_KEY_LENGTH:
             raise ValueError(f"add_model_timings: model_key must be a non-empty string of at most "
                              f"{MODEL_KEY_LENGTH} characters, got {model_key!r}")
         index = int(config_index)
-        ok = (select(RecordRow.workload_id, RecordRow.target_id)
-              .where(RecordRow.workload_id == key_id(WorkloadRow, workload_key),
-                     RecordRow.target_id == key_id(TargetRow, target_key),
-                     RecordRow.config_index == index, RecordRow.error_kind == "ok").limit(1))
         now = time.time()
         with self._writing() as session:
-            found = session.execute(ok).first()
+            found = session.scalars(_first_ok(workload_key, target_key, index)).first()
             if found is None:
                 raise TuningDBError(f"{self.name}: no ok record of config {config_index} of {workload_key!r} "
                                     f"on {target_key!r} to add in-model timings to")
@@ -350,6 +355,12 @@ class TuningDB:
                 yield to_record(row, wkey, tkey)
             except ValueError as e:
                 warn_skipped(self.name, f"record {row.id}", e)
+
+    def ok_record(self, workload_key: str, target_key: str, config_index: int) -> Record | None:
+        """The first ok record of one config (the one `add_timings` adds to), or None."""
+        with self._reading() as session:
+            rows = session.scalars(_first_ok(workload_key, target_key, config_index))
+            return next(self._valid_records((row, workload_key, target_key) for row in rows), None)
 
     def measured_indices(self, workload_key: str, target_key: str) -> set[int]:
         """Config indices with a record of any outcome: what a resumed run need not measure again."""

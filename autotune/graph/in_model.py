@@ -36,12 +36,9 @@ def in_model_choices(db: Any, model_key: str, target: str) -> dict[str, dict[str
     if database is None:
         return {}
     target_key = Target.parse(target).key
-    chosen = {}
-    for key, index in database.model_choices(model_key, target_key).items():
-        rec = next((r for r in database.records(key, target_key, ok_only=True) if r.config_index == index), None)
-        if rec is not None:
-            chosen[key] = rec.config
-    return chosen
+    records = ((key, database.ok_record(key, target_key, index))
+               for key, index in database.model_choices(model_key, target_key).items())
+    return {key: rec.config for key, rec in records if rec is not None}
 
 
 def time_finalists(graph: Graph, tasks: Sequence[Any], db: Any, target: str = "llvm", layout: str = "nchw",

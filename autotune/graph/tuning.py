@@ -191,10 +191,8 @@ def _confirmed(tasks: Sequence[ModelTask], results: list[TuneResult], db: Any, m
         if deadline is not None and time.monotonic() >= deadline:
             break
         if confirm(t.task, database, measure):
-            rec = database.best(t.task.workload_key, t.task.target_key)
-            old = by_key[t.task.workload_key]
-            by_key[t.task.workload_key] = replace(old, best_config=rec.config, best_seconds=rec.cost,
-                                                  best_gflops=gflops(t.task, rec.cost))
+            key = t.task.workload_key
+            by_key[key] = _with_best(by_key[key], t.task, database.best(key, t.task.target_key))
     return [by_key[r.workload_key] for r in results]
 
 
@@ -211,11 +209,17 @@ def _timed_in_model(graph: Graph, tasks: Sequence[ModelTask], results: list[Tune
     out = []
     for r in results:
         task = task_of[r.workload_key]
-        rec = next((rec for rec in database.records(r.workload_key, task.target_key, ok_only=True)
-                    if rec.config_index == chosen.get(r.workload_key)), None)
-        out.append(r if rec is None or rec.cost is None else replace(
-            r, best_config=rec.config, best_seconds=rec.cost, best_gflops=gflops(task, rec.cost)))
+        chosen_rec = database.ok_record(r.workload_key, task.target_key, chosen[r.workload_key]) \
+            if r.workload_key in chosen else None
+        out.append(_with_best(r, task, chosen_rec))
     return out
+
+
+def _with_best(result: TuneResult, task: Task, rec: Any) -> TuneResult:
+    """`result` reporting `rec` (a Record, or None: unchanged) as its task's best."""
+    if rec is None or rec.cost is None:
+        return result
+    return replace(result, best_config=rec.config, best_seconds=rec.cost, best_gflops=gflops(task, rec.cost))
 
 
 def _joined(first: TuneResult, then: TuneResult) -> TuneResult:

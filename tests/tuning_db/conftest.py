@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tuning_db import TuningDB
+
 _names = itertools.count()
 
 
@@ -41,3 +43,11 @@ def location(request, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return str(tmp_path / "tuning.db")
     return request.getfixturevalue("pg_url")
+
+
+@pytest.fixture
+def db(location: str):
+    """A new tuning database at `location`, closed after the test."""
+    database = TuningDB(location)
+    yield database
+    database.close()

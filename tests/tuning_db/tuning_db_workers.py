@@ -1,4 +1,5 @@
-"""Child-process bodies for the tuning_db concurrency tests (spawned, so they must be importable)."""
+"""Child-process bodies for the tuning_db concurrency tests (spawned, so they must be importable),
+and the workload, targets, runs and records the database tests share."""
 from __future__ import annotations
 
 import time
@@ -7,6 +8,15 @@ from tuning_db import Record, TuningDB
 
 WORKLOAD = "matmul(M=7,N=11,K=13)float32"
 TARGET = "llvm -mcpu=test -features=avx2,fma -cores=2"
+OTHER_TARGET = "cuda -arch=sm_90"
+PARAMS = {"M": 7, "N": 11, "K": 13}
+MODEL, OTHER_MODEL = "a1b2" * 16, "c3d4" * 16   # 64 characters, like a hash of a model's graph
+
+
+def start(db: TuningDB, workload: str = WORKLOAD, target: str = TARGET, op: str = "matmul",
+          params: dict | None = None) -> int:
+    """A new run of WORKLOAD (or `workload`) on TARGET: what the records of a test belong to."""
+    return db.start_run(workload, op, PARAMS if params is None else params, "float32", target, "random", 64, 1)
 
 
 def record(index: int, cost: float | None = None, timestamp: float | None = None, workload: str = WORKLOAD,
