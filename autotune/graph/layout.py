@@ -84,7 +84,7 @@ def plan_layout(kernels: list[tuple[list[Node], GroupKernel]], block: int) -> La
 
 def _blockable_conv(nodes: list[Node], kernel: GroupKernel, block: int) -> bool:
     """A conv group the blocked layout suits: not a narrowing 1x1 stride-1 conv, which is a GEMM
-    as laid out in NCHW (`conv2d.algorithm_order`'s rule: the blocked kernel ran it 2x slower)."""
+    as laid out in NCHW (the blocked kernel ran it 2x slower, its activations' transposes aside)."""
     conv = nodes[0]
     if len(nodes) < 2 or conv.op not in CONVS or kernel.how not in ("template", "anchor"):
         return False

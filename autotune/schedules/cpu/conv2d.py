@@ -22,11 +22,15 @@ layer's arithmetic and data volumes:
               them once at compile time (`autotune.graph.hoist`), and "nchwc", its weight stream
               prefetched, goes first instead (ResNet-18's three 512-channel 7x7 layers in the
               model, 2 threads: 0.93-0.96 ms against the GEMM's 1.00-1.01); and for
-              1x1 stride-1 convs to at most their input channels (MobileNet-V2's projections):
-              X is already the GEMM's operand, while the blocked layout's two transposes cost
-              about what the C multiply-adds per output do (2 threads: 144->24 channels at
-              56x56 0.133 ms GEMM, 0.250 blocked; 192->32 at 28x28 0.046 / 0.088; 37->53 at
-              45x45, widening, 0.050 / 0.080, left to the tuner)
+              1x1 stride-1 convs with at most POINTWISE_GEMM_CHANNELS channels on one side
+              (MobileNet-V2's expansions and projections, ResNet-50's up to its 256-channel
+              stage): X is already the GEMM's operand, while the blocked layout's two
+              transposes move (C + F) x H x W elements against C x F x H x W multiply-adds,
+              a share of about 1/min(C, F). Constant weights, 2 threads, GEMM against blocked
+              (x faster): 16->96 at 112x112 1.61, 24->144 at 56x56 1.41, 64->256 at 56x56
+              1.14, 160->960 at 7x7 1.83, 256->64 at 56x56 1.39, 256->256 at 14x14 1.08,
+              256->1024 at 14x14 1.03, 1024->256 at 14x14 0.94; deeper on both sides the
+              blocked kernel wins: 512->512 at 7x7 0.80, 2048->512 at 7x7 0.80, 512->2048 0.87
   "nchwc"     blocked channels, vectorised along output channels: every output column is a
               full vector whatever the image width
   "gemm"      im2col panels through the matmul micro-kernel (when not placed above)
@@ -60,6 +64,7 @@ from . import conv2d_gemm as gemm, conv2d_nchw as nchw, conv2d_nchwc as nchwc, c
 
 ALGORITHMS: dict[str, ModuleType] = {"winograd": winograd, "nchwc": nchwc, "gemm": gemm, "nchw": nchw}
 WINOGRAD_SAVING = 2.0
+POINTWISE_GEMM_CHANNELS = 256
 
 
 def conv2d_nchw(X: te.Tensor, Wt: te.Tensor, stride: Any, padding: Any, name: str = "Y") -> tuple[te.Tensor, te.Tensor]:
@@ -90,14 +95,16 @@ def algorithm_order(g: ConvGeometry, N: int, vec: int, constant_weights: bool = 
         names.insert(0, names.pop(names.index("nchw")))
     weights = g.out_channels * g.in_channels // g.groups * g.kernel[0] * g.kernel[1]
     heavy_weights = not constant_weights and weights > N * g.in_channels * g.spatial[0] * g.spatial[1]
-    if "gemm" in names and names[0] != "winograd" and (heavy_weights or _narrowing_pointwise(g)):
+    if "gemm" in names and names[0] != "winograd" and (heavy_weights or _shallow_pointwise(g)):
         names.insert(0, names.pop(names.index("gemm")))
     return names
 
 
-def _narrowing_pointwise(g: ConvGeometry) -> bool:
-    """A 1x1 stride-1 conv of one group to at most its input channels: a GEMM as laid out."""
-    return g.kernel == (1, 1) and g.stride == (1, 1) and g.groups == 1 and g.out_channels <= g.in_channels
+def _shallow_pointwise(g: ConvGeometry) -> bool:
+    """A 1x1 stride-1 conv of one group with few channels on one side: a GEMM as laid out, where
+    the blocked layout's transposes cost more than its kernel gains."""
+    return (g.kernel == (1, 1) and g.stride == (1, 1) and g.groups == 1
+            and min(g.in_channels, g.out_channels) <= POINTWISE_GEMM_CHANNELS)
 
 
 def define_algorithms(cfg: Any, g: ConvGeometry, N: int, dtype: str) -> None:
