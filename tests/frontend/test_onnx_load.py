@@ -129,6 +129,24 @@ def test_an_unknown_dimension_names_the_input() -> None:
         frontend.load(_cnn())
 
 
+def test_a_model_shape_inference_rejects_is_refused_with_its_error() -> None:
+    model = make_model([helper.make_node("Add", ["a", "b"], ["y"])], {"a": ((2, 3), F), "b": ((4, 5), F)}, ["y"])
+    with pytest.raises(ValueError, match=r"onnx model 'test': shape inference failed: .*op_type:Add"):
+        frontend.load(model)
+
+
+def test_mean_variance_normalization_loads_where_onnx_rejects_its_own_function_body() -> None:
+    """At opset 13 onnx's function body for MVN fails its strict inference (a Constant without a
+    value); the output has the input's shape, and the rest of the model still gets inferred."""
+    nodes = [helper.make_node("MeanVarianceNormalization", ["x"], ["m"]), helper.make_node("Relu", ["m"], ["y"])]
+    model = make_model(nodes, {"x": ((2, 3, 4, 5), F)}, ["y"], opset=13)
+    with pytest.raises(onnx.shape_inference.InferenceError, match="MeanVarianceNormalization"):
+        onnx.shape_inference.infer_shapes(model, strict_mode=True)
+    x = np.random.default_rng(0).standard_normal((2, 3, 4, 5)).astype(F)
+    want = ReferenceEvaluator(model).run(None, {"x": x})[0]
+    np.testing.assert_allclose(compile_model(model)(x)[0], want, rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize(("shapes", "message"), [
     ({"z": (1, 3, 9, 9)}, "'z', which is not an input"),
     ({"x": (1, 3, 9)}, "rank 3, the input has rank 4"),
