@@ -47,12 +47,18 @@ def time_finalists(graph: Graph, tasks: Sequence[Any], db: Any, target: str = "l
     the timings in `db` (a TuningDB or what opens one for writing); returns the configs the
     model now runs, by workload key, of the tasks that had more than one finalist. Stops
     compiling or timing once time.monotonic() passes `deadline`; what was timed by then is kept."""
+    from ..search.tune import writable_db
+
+    with writable_db(db) as database:
+        return _time_finalists(graph, tasks, database, target, layout, deadline, rounds)
+
+
+def _time_finalists(graph: Graph, tasks: Sequence[Any], database: Any, target: str, layout: str,
+                    deadline: float | None, rounds: int) -> dict[str, int]:
     from ..search.confirm import finalists
-    from ..search.tune import _open_db
     from .executor import CompiledModel
     from .profile import random_feeds
 
-    database = _open_db(db)
     picks = {t.task.workload_key: finalists(t.task, database) for t in tasks}
     picks = {key: configs for key, configs in picks.items() if len(configs) > 1}
     if not picks:

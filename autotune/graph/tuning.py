@@ -128,7 +128,7 @@ def tune_model(model: Any, trials: int = 1000, db: Any = None, target: str = "ll
                                     or not time_budget > 0):
         raise ValueError(f"tune_model: time_budget must be a positive number of seconds, got {time_budget!r}")
     from ..measure.types import MeasureOptions
-    from ..search.tune import check_tune_args, make_measurer, tune_tasks
+    from ..search.tune import check_tune_args, make_measurer, tune_tasks, writable_db
 
     check_tune_args(trials, batch_size or 1, seed)
     graph = _as_graph(model, shapes)
@@ -151,40 +151,39 @@ def tune_model(model: Any, trials: int = 1000, db: Any = None, target: str = "ll
             out_of_time[0] = True
             raise StopTuning()
 
-    options = measure_option or MeasureOptions(cold_weights=True)
-    meas = make_measurer(options, measurer, cluster, [t.task for t in tasks])   # one for both phases
+    with writable_db(db) as database:   # one connection for every phase
+        options = measure_option or MeasureOptions(cold_weights=True)
+        meas = make_measurer(options, measurer, cluster, [t.task for t in tasks])   # one for both phases
 
-    def phase(budget: int, size: int) -> list[TuneResult]:
-        return tune_tasks([t.task for t in tasks], [float(t.weight) for t in tasks], budget, tuner, db=db,
-                          seed=seed, callbacks=[report], measure_option=options, batch_size=size,
-                          measurer=meas, transfer=transfer)
+        def phase(budget: int, size: int) -> list[TuneResult]:
+            return tune_tasks([t.task for t in tasks], [float(t.weight) for t in tasks], budget, tuner, db=database,
+                              seed=seed, callbacks=[report], measure_option=options, batch_size=size,
+                              measurer=meas, transfer=transfer)
 
-    try:
-        results = phase(min(trials, len(tasks)), 1)
-        if trials > len(tasks) and not any(r.interrupted for r in results):
-            before.update((r.workload_key, r.trials) for r in results)
-            size = batch_size or max(1, min(16, trials // (2 * len(tasks))))
-            results = [_joined(a, b) for a, b in zip(results, phase(trials - len(tasks), size))]
-        if out_of_time[0] or not any(r.interrupted for r in results):
-            confirm_by, end = ((None, None) if time_budget is None
-                               else (start + CONFIRM_SHARE * time_budget, start + time_budget))
-            results = _confirmed(tasks, results, db, meas.measure, confirm_by)
-            if cluster is None and Target.parse(target).kind == "llvm":
-                results = _timed_in_model(graph, tasks, results, db, target, layout, end)
-    finally:
-        if measurer is None:
-            meas.close()
-    return ModelTuneResult(tasks, tuple(results), time.monotonic() - start, any(r.interrupted for r in results))
+        try:
+            results = phase(min(trials, len(tasks)), 1)
+            if trials > len(tasks) and not any(r.interrupted for r in results):
+                before.update((r.workload_key, r.trials) for r in results)
+                size = batch_size or max(1, min(16, trials // (2 * len(tasks))))
+                results = [_joined(a, b) for a, b in zip(results, phase(trials - len(tasks), size))]
+            if out_of_time[0] or not any(r.interrupted for r in results):
+                confirm_by, end = ((None, None) if time_budget is None
+                                   else (start + CONFIRM_SHARE * time_budget, start + time_budget))
+                results = _confirmed(tasks, results, database, meas.measure, confirm_by)
+                if cluster is None and Target.parse(target).kind == "llvm":
+                    results = _timed_in_model(graph, tasks, results, database, target, layout, end)
+        finally:
+            if measurer is None:
+                meas.close()
+        return ModelTuneResult(tasks, tuple(results), time.monotonic() - start, any(r.interrupted for r in results))
 
 
-def _confirmed(tasks: Sequence[ModelTask], results: list[TuneResult], db: Any, measure: Any,
+def _confirmed(tasks: Sequence[ModelTask], results: list[TuneResult], database: Any, measure: Any,
                deadline: float | None) -> list[TuneResult]:
     """The results after each task's confirmation round, the tasks of most weighted best time
     first, while `deadline` (time.monotonic()) allows; each result's best read back."""
     from ..search.confirm import confirm
-    from ..search.tune import _open_db
 
-    database = _open_db(db)
     by_key = {r.workload_key: r for r in results}
     order = sorted(tasks, key=lambda t: -t.weight * by_key[t.task.workload_key].best_seconds)
     for t in order:
@@ -196,14 +195,12 @@ def _confirmed(tasks: Sequence[ModelTask], results: list[TuneResult], db: Any, m
     return [by_key[r.workload_key] for r in results]
 
 
-def _timed_in_model(graph: Graph, tasks: Sequence[ModelTask], results: list[TuneResult], db: Any, target: str,
+def _timed_in_model(graph: Graph, tasks: Sequence[ModelTask], results: list[TuneResult], database: Any, target: str,
                     layout: str, deadline: float | None) -> list[TuneResult]:
     """The results after each task's finalists were timed inside the model: a task's best is
     then the config the model runs, with its cost alone (`graph.in_model`)."""
-    from ..search.tune import _open_db
     from .in_model import time_finalists
 
-    database = _open_db(db)
     chosen = time_finalists(graph, tasks, database, target, layout, deadline)
     task_of = {t.task.workload_key: t.task for t in tasks}
     out = []

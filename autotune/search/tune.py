@@ -8,7 +8,8 @@ op warm-start the model-guided tuner's cost models (search/transfer.py).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from ..legacy_keys import upgrade
@@ -50,10 +51,20 @@ def make_tuner(name: str, task: Task, seed: int | None = None) -> Tuner:
     return TUNERS[name](task, seed=seed)
 
 
-def _open_db(db: Any) -> Any:
+@contextmanager
+def writable_db(db: Any) -> Iterator[Any]:
+    """`db` as a TuningDB to write to: a TuningDB as it is (its owner closes it), a path or URL
+    opened here and closed on leaving, so a notebook tuning in a loop holds no connection."""
     from tuning_db import TuningDB
 
-    return db if isinstance(db, TuningDB) else TuningDB(db)
+    if isinstance(db, TuningDB):
+        yield db
+        return
+    database = TuningDB(db)
+    try:
+        yield database
+    finally:
+        database.close()
 
 
 def _start_run(database: Any, task: Task, tuner: str, trials: int, seed: int | None) -> int:
@@ -135,42 +146,42 @@ def tune(task: Task, trials: int = 64, tuner: str = "xgb", db: Any = None, early
     nodes of the task's target (autotune.cluster); results are recorded as each one finishes."""
     _check_task(task, measurer, cluster)
     check_tune_args(trials, batch_size, seed)
-    database = _open_db(db)
-    upgrade(database)             # records stored under a legacy key become this task's (autotune.legacy_keys)
-    strategy, best_prev = _resume(task, tuner, database, seed, transfer)
-    own = measurer is None
-    options = measure_option or MeasureOptions()
-    meas = make_measurer(options, measurer, cluster, [task])
-    run_id = _start_run(database, task, tuner, trials, seed)
-    lease_s = lease_seconds(options, batch_size)
-    status, result, done = "failed", None, [0]
-    loop: Callable[..., TuneResult] = tune_loop
-    if cluster is not None:
-        from ..cluster.loop import stream_loop
+    with writable_db(db) as database:
+        upgrade(database)             # records stored under a legacy key become this task's (autotune.legacy_keys)
+        strategy, best_prev = _resume(task, tuner, database, seed, transfer)
+        own = measurer is None
+        options = measure_option or MeasureOptions()
+        meas = make_measurer(options, measurer, cluster, [task])
+        run_id = _start_run(database, task, tuner, trials, seed)
+        lease_s = lease_seconds(options, batch_size)
+        status, result, done = "failed", None, [0]
+        loop: Callable[..., TuneResult] = tune_loop
+        if cluster is not None:
+            from ..cluster.loop import stream_loop
 
-        loop = stream_loop
+            loop = stream_loop
 
-    def record(pairs: list[tuple[int, MeasureResult]]) -> None:
-        _store(database, task, run_id, pairs)
-        done[0] += len(pairs)
+        def record(pairs: list[tuple[int, MeasureResult]]) -> None:
+            _store(database, task, run_id, pairs)
+            done[0] += len(pairs)
 
-    try:
-        result = loop(
-            task, strategy, meas if cluster is not None else meas.measure, trials, batch_size, record=record,
-            early_stopping=early_stopping, callbacks=callbacks,
-            best_seconds=best_prev.cost if best_prev is not None else math.inf,
-            best_index=best_prev.config_index if best_prev is not None else None,
-            claim=lambda batch: database.claim(run_id, batch, lease_s))
-        status = "interrupted" if result.interrupted else "finished"
-    except KeyboardInterrupt:
-        status = "interrupted"
-        raise
-    finally:
-        database.finish_run(run_id, done[0], status)
-        if own:
-            meas.close()
-    result.run_id, result.transferred = run_id, _transferred(strategy)
-    return result
+        try:
+            result = loop(
+                task, strategy, meas if cluster is not None else meas.measure, trials, batch_size, record=record,
+                early_stopping=early_stopping, callbacks=callbacks,
+                best_seconds=best_prev.cost if best_prev is not None else math.inf,
+                best_index=best_prev.config_index if best_prev is not None else None,
+                claim=lambda batch: database.claim(run_id, batch, lease_s))
+            status = "interrupted" if result.interrupted else "finished"
+        except KeyboardInterrupt:
+            status = "interrupted"
+            raise
+        finally:
+            database.finish_run(run_id, done[0], status)
+            if own:
+                meas.close()
+        result.run_id, result.transferred = run_id, _transferred(strategy)
+        return result
 
 
 def tune_tasks(tasks: Sequence[Task], weights: Sequence[float] | None = None, trials: int = 256,
@@ -198,44 +209,44 @@ def tune_tasks(tasks: Sequence[Task], weights: Sequence[float] | None = None, tr
             raise ValueError(f"tune_tasks: the weight of {task.workload_key} must be a positive finite number, "
                              f"got {w!r}")
     check_tune_args(trials, batch_size, seed)
-    database = _open_db(db)
-    upgrade(database)             # as in tune: records under legacy keys are resumed
-    options = measure_option or MeasureOptions()
-    own = measurer is None
-    meas = make_measurer(options, measurer, cluster, tasks)
-    states, runs = [], {}
-    for task, w, name in zip(tasks, weights, tuners):
-        strategy, best_prev = _resume(task, name, database, seed, transfer)
-        st = TaskState(task, float(w), strategy)
-        if best_prev is not None:
-            st.best, st.best_config = best_prev.cost, best_prev.config
-        runs[id(st)] = _start_run(database, task, name, trials, seed)
-        states.append(st)
-    lease_s = lease_seconds(options, batch_size)
+    with writable_db(db) as database:
+        upgrade(database)             # as in tune: records under legacy keys are resumed
+        options = measure_option or MeasureOptions()
+        own = measurer is None
+        meas = make_measurer(options, measurer, cluster, tasks)
+        states, runs = [], {}
+        for task, w, name in zip(tasks, weights, tuners):
+            strategy, best_prev = _resume(task, name, database, seed, transfer)
+            st = TaskState(task, float(w), strategy)
+            if best_prev is not None:
+                st.best, st.best_config = best_prev.cost, best_prev.config
+            runs[id(st)] = _start_run(database, task, name, trials, seed)
+            states.append(st)
+        lease_s = lease_seconds(options, batch_size)
 
-    def record(st: TaskState, pairs: list[tuple[int, MeasureResult]]) -> None:
-        _store(database, st.task, runs[id(st)], pairs)
+        def record(st: TaskState, pairs: list[tuple[int, MeasureResult]]) -> None:
+            _store(database, st.task, runs[id(st)], pairs)
 
-    def report(st: TaskState, p: Progress) -> None:
-        best = min(st.best, p.best_seconds)
-        total = Progress(st.task, st.trials + p.trials_done, trials, best, gflops(st.task, best),
-                         st.errors + p.errors, p.batch)
-        for cb in callbacks:
-            cb(total)
+        def report(st: TaskState, p: Progress) -> None:
+            best = min(st.best, p.best_seconds)
+            total = Progress(st.task, st.trials + p.trials_done, trials, best, gflops(st.task, best),
+                             st.errors + p.errors, p.batch)
+            for cb in callbacks:
+                cb(total)
 
-    status, interrupted = "failed", False
-    try:
-        interrupted = schedule_tasks(states, meas.measure, trials, batch_size, record, callbacks=[report],
-                                     claim=lambda st, batch: database.claim(runs[id(st)], batch, lease_s))
-        status = "interrupted" if interrupted else "finished"
-    except KeyboardInterrupt:
-        status = "interrupted"
-        raise
-    finally:
-        for st in states:
-            database.finish_run(runs[id(st)], st.trials, status)
-        if own:
-            meas.close()
-    return [TuneResult(st.task.workload_key, st.task.target_key, st.best_config, st.best, gflops(st.task, st.best),
-                       st.trials, st.history, runs[id(st)], interrupted=interrupted,
-                       transferred=_transferred(st.tuner)) for st in states]
+        status, interrupted = "failed", False
+        try:
+            interrupted = schedule_tasks(states, meas.measure, trials, batch_size, record, callbacks=[report],
+                                         claim=lambda st, batch: database.claim(runs[id(st)], batch, lease_s))
+            status = "interrupted" if interrupted else "finished"
+        except KeyboardInterrupt:
+            status = "interrupted"
+            raise
+        finally:
+            for st in states:
+                database.finish_run(runs[id(st)], st.trials, status)
+            if own:
+                meas.close()
+        return [TuneResult(st.task.workload_key, st.task.target_key, st.best_config, st.best, gflops(st.task, st.best),
+                           st.trials, st.history, runs[id(st)], interrupted=interrupted,
+                           transferred=_transferred(st.tuner)) for st in states]

@@ -176,3 +176,21 @@ def test_model_tuner_on_cuda_tasks(op, params, tmp_path):
                measurer=KnobCostMeasurer())
     assert res.trials == 24 and res.best_config is not None
     assert res.target == "cuda -arch=sm_90"
+
+
+def test_a_database_tune_opens_is_closed_and_one_passed_in_is_left_open(task, tmp_path, monkeypatch):
+    """A notebook tuning in a loop from a path must not pile up connections; a TuningDB the
+    caller opened stays usable after tune and tune_tasks return."""
+    from autotune.search.tune import tune_tasks
+    from tuning_db import TuningDB
+
+    closed = []
+    monkeypatch.setattr(TuningDB, "close", lambda self: closed.append(self))
+    path = str(tmp_path / "c.db")
+    tune(task, trials=4, tuner="random", db=path, seed=0, measurer=FakeMeasurer(), batch_size=4)
+    tune_tasks([task], trials=4, tuner="random", db=path, seed=0, measurer=FakeMeasurer(), batch_size=4)
+    assert len(closed) == 2
+    mine = TuningDB(path)
+    tune(task, trials=4, tuner="random", db=mine, seed=0, measurer=FakeMeasurer(), batch_size=4)
+    tune_tasks([task], trials=4, tuner="random", db=mine, seed=0, measurer=FakeMeasurer(), batch_size=4)
+    assert len(closed) == 2 and len(mine.records(task.workload_key, task.target_key)) == 16
