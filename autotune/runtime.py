@@ -8,13 +8,14 @@ read-only; kernels come from the memory LRU, else the disk cache, else a compile
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import math
 import os
 import threading
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -98,18 +99,27 @@ def _warn_once(task: Task, msg: str) -> None:
     warnings.warn(msg, stacklevel=3)
 
 
-def open_db(db: Any) -> Any:
-    """`db` opened read-only for lookups (a TuningDB as it is), or None when the file does not exist."""
+@contextlib.contextmanager
+def readable_db(db: Any) -> Iterator[Any]:
+    """`db` opened read-only for lookups, or None when the file does not exist: a TuningDB as it
+    is (its owner closes it), a path or URL opened here and closed on leaving (compiling a model
+    looks up every kernel; each lookup held a connection until garbage collection)."""
     from tuning_db import TuningDB, TuningDBError
 
     if isinstance(db, TuningDB):
-        return db
+        yield db
+        return
     try:
-        return TuningDB(db, readonly=True)
+        database = TuningDB(db, readonly=True)
     except TuningDBError as e:
-        if "does not exist" in str(e):
-            return None
-        raise
+        if "does not exist" not in str(e):
+            raise
+        database = None
+    try:
+        yield database
+    finally:
+        if database is not None:
+            database.close()
 
 
 def _log_scale(x: int) -> float:
@@ -312,7 +322,8 @@ def lookup(op: str, target: str = "llvm", db: Any = None, dtype: str = "float32"
     inspection reports for each kernel it needs."""
     task = create_task(op, target=target, dtype=dtype,
                        **{name: _param_value(op, name, value) for name, value in params.items()})
-    return task, _choose(task, open_db(db), warn=lambda task, msg: None)[1]
+    with readable_db(db) as database:
+        return task, _choose(task, database, warn=lambda task, msg: None)[1]
 
 
 def _param_value(op: str, name: str, value: Any) -> int | float | str | tuple[int, ...]:
@@ -364,7 +375,8 @@ def _resolve(op: str, target: str, db: Any, dtype: str, params: dict[str, Any], 
         if provenance != "tuned":
             _warn_once(task, f"autotune: no tuned record for {task.workload_key}; using {provenance} config")
     else:
-        index, provenance, gflops = _choose(task, open_db(db), constant_inputs=consts)
+        with readable_db(db) as database:
+            index, provenance, gflops = _choose(task, database, constant_inputs=consts)
         stamp = _db_stamp(db)                  # after reading: opening may have touched the WAL
         if stamp:
             note_key = entry_key(task.workload_key, task.target_key, {"resolved_from": stamp, **constant})

@@ -20,7 +20,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..runtime import open_db
+from ..runtime import readable_db
 from ..target import Target
 from .ir import Graph
 
@@ -32,13 +32,13 @@ def in_model_choices(db: Any, model_key: str, target: str) -> dict[str, dict[str
     """The config of each workload timed fastest inside the model of `model_key`, as its record
     stores it (a config's index moves when a template gains a knob; its knobs do not): none
     when the database does not exist or has no timings taken inside this model."""
-    database = open_db(db)
-    if database is None:
-        return {}
-    target_key = Target.parse(target).key
-    records = ((key, database.ok_record(key, target_key, index))
-               for key, index in database.model_choices(model_key, target_key).items())
-    return {key: rec.config for key, rec in records if rec is not None}
+    with readable_db(db) as database:
+        if database is None:
+            return {}
+        target_key = Target.parse(target).key
+        records = ((key, database.ok_record(key, target_key, index))
+                   for key, index in database.model_choices(model_key, target_key).items())
+        return {key: rec.config for key, rec in records if rec is not None}
 
 
 def time_finalists(graph: Graph, tasks: Sequence[Any], db: Any, target: str = "llvm", layout: str = "nchw",

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from ..runtime import open_db
+from ..runtime import readable_db
 from ..schedules.cpu.panels import PANEL_WIDTHS, default_panel, pack_panels
 from ..schedules.task import create_task
 from ..target import Target
@@ -26,16 +26,17 @@ def prepack_weights(graph: Graph, target: str = "llvm", db: Any = None) -> Graph
     A weight shared by several nodes is packed once per panel width."""
     if not any(_packable(graph, n) for n in graph.nodes) or Target.parse(target).kind != "llvm":
         return graph
-    tdb = open_db(db)
+    with readable_db(db) as tdb:
+        panels = {i: choose_panel(n, target, tdb) for i, n in enumerate(graph.nodes) if _packable(graph, n)}
     constants = dict(graph.constants)
     values = dict(graph.values)
     nodes: list[Node] = []
-    for n in graph.nodes:
-        if not _packable(graph, n):
+    for i, n in enumerate(graph.nodes):
+        if i not in panels:
             nodes.append(n)
             continue
         op, transposed = PACKED[n.op]
-        panel = choose_panel(n, target, tdb)
+        panel = panels[i]
         name = f"{n.inputs[1]}.panels{panel}"
         if name not in constants:
             constants[name] = pack_panels(graph.constants[n.inputs[1]], panel, transposed)
