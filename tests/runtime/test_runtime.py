@@ -57,7 +57,6 @@ def test_exact_hit(env):
     assert task.workload_key == k.workload_key
 
 
-
 def test_a_lookup_closes_the_database_it_opened_and_leaves_one_passed_in_open(env, monkeypatch):
     """Compiling a model looks up every kernel: no lookup may keep a connection open."""
     from tuning_db import TuningDB
@@ -72,6 +71,7 @@ def test_a_lookup_closes_the_database_it_opened_and_leaves_one_passed_in_open(en
     autotune.runtime.clear_caches()
     assert autotune.load("matmul", db=mine, M=33, N=20, K=17).provenance == "tuned"
     assert len(closed) == 1 and mine.best(task.workload_key, task.target_key) is not None     # still usable
+
 
 def test_nearest_shape_fallback_warns_once(env):
     db = str(env / "t.db")
