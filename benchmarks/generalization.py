@@ -9,8 +9,9 @@ onnxruntime on every shape of benchmarks/generalization_cases.py, measured in on
 2. with transfer: each shape is tuned again, from scratch, in a database that holds the pass-1
    records of every other shape (`autotune.tune(..., transfer=True)` where tune has that option;
    without it, tune's own warm start from other shapes' records in the database is what transfers);
-3. timed in this process, interleaved: each pass's best kernel (`autotune.load`; a GEMM with a
-   constant weight runs its `*_packed` kernel, see generalization_cases.py), numpy and a
+3. timed in this process, interleaved: each pass's best kernel (`autotune.load`, run as a model
+   runs it: a GEMM with a constant weight as its `*_packed` kernel, a conv with its weight
+   transforms done once, see generalization_cases.py), numpy and a
    one-node onnxruntime model (benchmarks/references.py). Per implementation: the fastest of
    5 x n calls, in 5 rounds taking turns with the others, n calls per round after a warm-up call
    (benchmarks/timing.py), n in [5, 50] sized to ~0.1 s of numpy's fastest call. Not the median:
@@ -57,6 +58,7 @@ from timing import interleaved, seconds
 from tune_matmul import trials_to_reach
 
 import autotune
+from autotune.runtime import hoist
 
 THREADS = int(os.environ["AUTOTUNE_NUM_THREADS"])
 HAS_TRANSFER = "transfer" in inspect.signature(autotune.tune).parameters
@@ -85,8 +87,7 @@ def empty_db(path: Path) -> Path:
 def tune_one(case: Case, db: Path, trials: int, transfer: bool) -> Tuned:
     kwargs = {"transfer": transfer} if HAS_TRANSFER else {}
     t0 = time.perf_counter()
-    op, params = case.kernel_op()
-    res = autotune.tune(autotune.create_task(op, **params), trials=trials, tuner="xgb", db=str(db), seed=0, **kwargs)
+    res = autotune.tune(case.kernel_task(), trials=trials, tuner="xgb", db=str(db), seed=0, **kwargs)
     return Tuned(db, res.best_seconds, [r.cost for _, r in res.history], time.perf_counter() - t0, res.errors)
 
 
@@ -130,16 +131,26 @@ def pass_transfer(cases: list[Case], trials: int, work: Path) -> list[Tuned]:
 
 
 def kernel_run(case: Case, db: Path, inputs: list[np.ndarray], out_shape: tuple[int, ...]) -> Any:
-    """The best kernel of the database at this shape as a call into a preallocated output, or
-    None when the pass stored no valid record for it."""
+    """The best kernel of the database at this shape as a call into a preallocated output, its
+    weight transforms done once as in a model, or None when the pass stored no valid record."""
     op, params = case.kernel_op()
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="autotune: no tuned record")
-        kernel = autotune.load(op, db=str(db), **params)
+        kernel = autotune.load(op, db=str(db), constant_inputs=case.weights, **params)
     if kernel.provenance != "tuned":
         return None
     out, args = np.empty(out_shape, np.float32), case.kernel_inputs(inputs)
-    return lambda: kernel(*args, out=out)
+    split = hoist(kernel, case.weights)
+    if split is None:
+        return lambda: kernel(*args, out=out)
+    made = [np.empty(shape, dtype) for _, shape, dtype in split.specs]
+    split.prologue(*[args[p] for p in split.prologue_inputs], *made)
+    call = [args[p] if kind == "input" else made[p] for kind, p in split.sources]
+
+    def run() -> np.ndarray:
+        split.func(*call, out)
+        return out
+    return run
 
 
 def time_case(case: Case, dbs: dict[str, Path]) -> tuple[dict[str, float], bool]:

@@ -15,9 +15,12 @@ every shape it tunes, as data, with its numpy and onnxruntime references (benchm
   three with prime C, F and H; H is redrawn below the last draw until the conv is <= 1 GFLOP.
 
 A layer's weight and bias are model constants (ONNX initializers); a random matmul's B is not.
-A matmul or dense with a constant weight is tuned and timed as `compile_model` runs it: its
-`*_packed` kernel on the weight packed once (panel width by the template's rule), as onnxruntime
-packs its initializers once.
+A kernel with constant inputs is tuned and timed as `compile_model` runs it, as onnxruntime packs
+its initializers once: a matmul or dense runs its `*_packed` kernel on the weight packed once
+(panel width by the template's rule); every such task is told its constant inputs
+(`Task.set_constant_inputs`: the constant-weight default, configs ranked with their weight
+transforms hoisted) and its kernel runs with those transforms done once (`autotune.runtime.hoist`:
+a conv's blocked or Winograd weights).
 """
 from __future__ import annotations
 
@@ -53,6 +56,13 @@ class Case:
     def task(self) -> Any:
         """The plain task: its inputs are the references' inputs and its flop the row's."""
         return autotune.create_task(self.op, **self.params)
+
+    def kernel_task(self) -> Any:
+        """The task that is tuned: the kernel's op, told which of its inputs are constants."""
+        op, params = self.kernel_op()
+        task = autotune.create_task(op, **params)
+        task.set_constant_inputs(self.weights)
+        return task
 
     @property
     def panel(self) -> int | None:

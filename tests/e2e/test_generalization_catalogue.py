@@ -68,3 +68,15 @@ def test_references_compute_the_templates_function(cases_module):
         onnx.checker.check_model(tiny.onnx(inputs, shape), full_check=True)
         for label, run in (("numpy", tiny.numpy(inputs)), ("onnxruntime", tiny.ort(inputs, shape, threads=1))):
             np.testing.assert_allclose(run(), want, rtol=1e-4, atol=1e-4, err_msg=f"{case.name}: {label}")
+
+
+def test_a_layers_kernel_is_tuned_with_its_weights_constant(cases_module):
+    """As `compile_model` runs it: the constant-weight default and configs ranked with their
+    weight transforms hoisted; a random matmul's B is an input like any other."""
+    cases = {c.name: c for c in cases_module.catalogue()}
+    for name, constant in (("resnet50 layer4.1.conv2", (1,)), ("bert-base M=128 ffn.up", (1, 2)),
+                           ("random matmul 0", ())):
+        assert cases[name].kernel_task().constant_inputs == constant, name
+    deep = cases["resnet50 layer4.1.conv2"]      # 512 channels at 7x7: its weights outweigh its input
+    algorithm = [t.config(t.default_index)["algorithm"].val for t in (deep.task(), deep.kernel_task())]
+    assert algorithm == ["gemm", "nchwc"]       # read in place per call / repacked once, then blocked
