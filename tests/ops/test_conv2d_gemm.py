@@ -13,6 +13,8 @@ from autotune import te
 from autotune.measure.check_data import tolerance
 from autotune.measure.worker.run import compare
 from autotune.schedules.cpu import conv2d_gemm
+from autotune.schedules.space import ConfigSpace
+from autotune.target import Target
 from autotune.testing import legal_configs
 from autotune.topi.conv import conv2d_nchw_reference, conv_geometry
 
@@ -115,3 +117,32 @@ def test_depthwise_is_left_to_other_algorithms():
 
     assert not conv2d_gemm.APPLIES(geometry(8, 8, 8)) and not conv2d_gemm.APPLIES(geometry(8, 16, 8))
     assert conv2d_gemm.APPLIES(geometry(8, 16, 4)) and conv2d_gemm.APPLIES(geometry(8, 16, 1))
+
+
+def _first_values(C, F, H, l1d_bytes, monkeypatch):
+    """The rule's panel width and filter rows of a 1x1 conv at H x H on an AVX-512 target with
+    this L1 (and a 2 MiB L2)."""
+    monkeypatch.setattr("autotune.target._host_caches", lambda: {1: l1d_bytes, 2: 2 * 1024 * 1024})
+    space = ConfigSpace(Target.from_key("llvm -mcpu=x -features=avx2,avx512f,fma -cores=2"))
+    space.define_knob("algorithm", ["gemm"])
+    conv2d_gemm.define_knobs(space, conv_geometry(OP, C, F, (H, H), (1, 1), 1, 0, 1, 1), 1, "float32",
+                             ("algorithm", ("gemm",)))
+    return {k: space.knobs[k].entities[0].size[-1] for k in ("gemm_tile_p", "gemm_tile_f")}
+
+
+@pytest.mark.parametrize("H, panel", [
+    (56, 32), (28, 32),      # 3136 and 784 pixels: panels of two vectors, full or nearly (2% padded)
+    (14, 16),                # 196: 224 columns in panels of 32 (12.5% padding), 208 in panels of 16
+    (7, 32),                 # 49: 64 columns either way, so the wider panel
+])
+def test_pixel_panels_are_narrower_where_that_pads_much_less(H, panel, monkeypatch):
+    assert _first_values(64, 96, H, 48 * 1024, monkeypatch)["gemm_tile_p"] == panel
+
+
+@pytest.mark.parametrize("C, l1d_bytes, rows", [
+    (1024, 32 * 1024, 8),    # rows of W 4 KiB apart share one set of an 8-way L1: 8 of them
+    (1024, 48 * 1024, 12),   # a 12-way L1 takes 12
+    (256, 32 * 1024, 16),    # 1 KiB apart: four sets, four rows each
+])
+def test_filter_rows_read_in_place_never_overfill_an_l1_set(C, l1d_bytes, rows, monkeypatch):
+    assert _first_values(C, 256, 14, l1d_bytes, monkeypatch)["gemm_tile_f"] == rows

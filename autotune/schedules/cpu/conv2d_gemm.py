@@ -28,10 +28,19 @@ leaves nothing to amortise the im2col copy, which is KH*KW times the input, over
 
 Defaults (first values), by rule on the shape and cfg.target (rules.py):
 - gemm_tile_p: bn = two vector registers (2 * lanes) when the image has that many pixels, else
-  one; only whole multiples of the lanes are offered (LLVM splits a 48-lane vector badly).
+  one; only whole multiples of the lanes are offered (LLVM splits a 48-lane vector badly). One
+  vector instead where the last panel's padding would be more than TAIL_WASTE of the panels'
+  columns with two and less with one: every padded column costs a full column of multiply-adds
+  (ResNet-50's 1x1 convs at 14x14, 196 pixels: 224 columns in panels of 32, 208 in panels of
+  16; Zen 4, 2 threads, weights constant: 256->1024 160 -> 196 GFLOP/s, 576->96 149 -> 169).
 - gemm_tile_f: r = the most filter rows whose r * bn/lanes accumulators leave bn/lanes + 2 vector
-  registers free (32 registers with 64-byte vectors, 16 otherwise); m = the most register tiles
-  per block whose rows of W (m * r * K elements) fit half of L2 while leaving 4 blocks per core.
+  registers free (32 registers with 64-byte vectors, 16 otherwise), and of which no more rows of
+  W than the L1 has ways fall in one cache set: the r rows are r streams K elements apart, and
+  an x86 L1 is indexed within a 4 KiB page (L1_SET_SPAN: its size over its ways), so rows a
+  multiple of 4 KiB apart all land in the same set (ResNet-50's 1024->256 1x1 conv at 14x14,
+  rows of 4 KiB, Zen 4's 8-way L1, panels of 16 pixels: 16 rows 90 GFLOP/s, 8 rows 186-191);
+  m = the most register tiles per block whose rows of W (m * r * K elements) fit half of L2
+  while leaving 4 blocks per core.
 - gemm_tile_k: the channel unroll kf giving at least 4 k steps per unrolled body: ceil(4 / (KH*KW)).
 - gemm_order: "panels" when there are at least as many (image, panel) pairs as cores, else
   "filters". With panels outer, one packed panel (K x bn) stays in L2 while the filter rows
@@ -57,6 +66,8 @@ ORDERS = ("panels", "filters")
 COLS = ("packed", "direct")
 BLOCKS = (1, 2, 4, 8)
 UNROLLS = (1, 2, 4, 8)
+TAIL_WASTE = 0.1      # share of padded columns in the pixel panels above which narrower panels go first
+L1_SET_SPAN = 4096    # bytes of address that index an x86 L1 data cache's sets (a page: size / ways)
 
 
 def _applies(g: ConvGeometry) -> bool:
@@ -73,11 +84,18 @@ def _pointwise(g: ConvGeometry) -> bool:
 
 
 def _default_tile_f(cfg: Any, Fg: int, row_bytes: int, vectors: int, images: int) -> tuple[int, int]:
-    """(m, r): r filter rows whose accumulators leave a column's vectors and 2 registers free;
-    m register tiles per block whose rows of W (row_bytes each) fit half of L2 while the blocks
-    of all `images` (image, group) pairs still give every core 4 (the "filters" order's threads)."""
-    r = min(max(x for x in ROWS if x * vectors <= rules.vector_registers(cfg) - vectors - 2), Fg)
+    """(m, r): r filter rows whose accumulators leave a column's vectors and 2 registers free and
+    of which no L1 set holds more than its ways; m register tiles per block whose rows of W
+    (row_bytes each) fit half of L2 while the blocks of all `images` (image, group) pairs still
+    give every core 4 (the "filters" order's threads)."""
     facts = rules.cpu_facts(cfg)
+    ways = max(1, facts.l1d_bytes // L1_SET_SPAN)
+    offsets = L1_SET_SPAN // math.gcd(row_bytes, L1_SET_SPAN)      # distinct set offsets of the rows
+
+    def fits_registers_and_sets(x: int) -> bool:
+        return x * vectors <= rules.vector_registers(cfg) - vectors - 2 and -(-x // offsets) <= ways
+
+    r = min(max([x for x in ROWS if fits_registers_and_sets(x)] or [1]), Fg)
 
     def fits(b: int) -> bool:
         return b * r * row_bytes <= facts.l2_bytes // 2 and images * -(-Fg // (b * r)) >= 4 * facts.cores
@@ -92,7 +110,7 @@ def define_knobs(cfg: Any, g: ConvGeometry, N: int, dtype: str, when: tuple[str,
     lanes, nbytes = rules.lanes(cfg, dtype), dtype_info(dtype).bytes
     P, Fg, Cg, taps = math.prod(g.out), g.out_channels // g.groups, g.in_channels // g.groups, math.prod(g.kernel)
     widths = [lanes * v for v in (1, 2, 4) if lanes * v <= P] or [P]   # whole vectors: LLVM splits others badly
-    bn = widths[min(1, len(widths) - 1)]
+    bn = _default_panel(P, widths)
     m, r = _default_tile_f(cfg, Fg, Cg * taps * nbytes, -(-bn // lanes), N * g.groups)
     cfg.define_split("gemm_tile_p", P, 2, policy="candidate", candidate=[[-1, w] for w in rules.first(bn, widths)],
                      when=when)
@@ -103,6 +121,15 @@ def define_knobs(cfg: Any, g: ConvGeometry, N: int, dtype: str, when: tuple[str,
                      when=when)
     cfg.define_knob("gemm_order", rules.first(_default_order(cfg, g, N, bn), ORDERS), when=when)
     cfg.define_knob("gemm_col", list(COLS) if _pointwise(g) else ["packed"], when=when)
+
+
+def _default_panel(P: int, widths: list[int]) -> int:
+    """Two vectors of pixels, or one where that pads the last panel much less (module docstring)."""
+    def waste(bn: int) -> float:
+        return 1 - P / (-(-P // bn) * bn)
+
+    bn = widths[min(1, len(widths) - 1)]
+    return widths[0] if waste(bn) > TAIL_WASTE and waste(widths[0]) < waste(bn) else bn
 
 
 def _default_order(cfg: Any, g: ConvGeometry, N: int, bn: int) -> str:
