@@ -231,3 +231,20 @@ def test_a_conv2d_record_from_before_the_algorithm_knob_loads_as_nchw():
     inputs = task.make_inputs(np.random.default_rng(0))
     np.testing.assert_allclose(run_config(task, cfg.index, inputs), task.reference(inputs)[0], rtol=1e-4,
                                atol=1e-4)
+
+
+@pytest.mark.parametrize("H, stride, tile_x, tile_y", [
+    (112, 2, 8, 1),     # 56 columns: 8 (16 lanes / stride 2) divides them; a strided tile is one row
+    (56, 2, 14, 1),     # 28 columns: 8 would leave a tail of 4, 14 divides them
+    (14, 2, 7, 1),      # 7 columns: the whole row
+    (28, 1, 14, 4),     # 28 columns: 16 would leave a tail of 12, 14 divides them; 4 rows divide 28
+    (14, 1, 14, 2),     # 14 rows: 4 would leave a tail of 2
+    (37, 1, 16, 1),     # 37 (a prime): no candidate divides the columns, so the nearest to 16; one row
+])
+def test_a_depthwise_tile_has_no_tail_where_a_candidate_divides_and_one_row_with_a_stride(H, stride, tile_x,
+                                                                                           tile_y):
+    task = autotune.create_task("conv2d_grouped", N=1, C=32, H=H, W=H, F=32, KH=3, KW=3, stride=stride, padding=1,
+                                dilation=1, groups=32, target=Target.from_key(AVX512))
+    cfg = task.config(0)
+    assert cfg["algorithm"].val == "nchw"
+    assert (cfg["tile_x"].size[-1], cfg["tile_y"].size[-1]) == (tile_x, tile_y)
