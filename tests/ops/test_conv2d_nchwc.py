@@ -186,8 +186,12 @@ AVX2 = "llvm -mcpu=x -features=avx2,fma -cores=2"
     (AVX2, 64, 64, 56, 3, dict(nchwc_oc_bn=16, nchwc_reg_n=4, nchwc_oh_bn=1)),
     # F capped: 5 filters are one block of 5
     (AVX512, 3, 5, 9, 3, dict(nchwc_oc_bn=5, nchwc_ic_bn=3)),
-    # a 3x3 row unrolled: 3 x 1 x 28 = 84 multiply-adds (16 input channels per block: 3 x 16 x 28 = 1344, a loop)
-    (AVX512, 1, 64, 56, 3, dict(nchwc_ic_bn=1, nchwc_unroll_kw=1)),
+    # a 3x3 row of one input channel is 3 x 28 = 84 multiply-adds, but its taps share input columns, and 28
+    # accumulators, 2 weight vectors and 14 shared inputs overflow 32 registers: a loop over kw
+    (AVX512, 1, 64, 56, 3, dict(nchwc_ic_bn=1, nchwc_unroll_kw=0)),
+    # 4 columns x 2 rows: 16 accumulators, 2 weight vectors and 8 shared inputs fit, so unrolled
+    (AVX512, 1, 64, 4, 3, dict(nchwc_reg_n=4, nchwc_oh_bn=2, nchwc_unroll_kw=1)),
+    # 16 input channels per block: 3 x 16 x 28 = 1344 multiply-adds, a loop
     (AVX512, 64, 64, 56, 3, dict(nchwc_ic_bn=16, nchwc_unroll_kw=0)),
     # an RGB 7x7 stem: 7 x 3 x 14 columns x 2 vectors = 588 multiply-adds unrolled would leave the uop cache
     (AVX512, 3, 64, 112, 7, dict(nchwc_ic_bn=3, nchwc_reg_n=14, nchwc_unroll_kw=0)),

@@ -48,7 +48,12 @@ registers of the target (32 with AVX-512, else 16):
              fits the decoded-instruction cache (ResNet's 7x7 stride-2 stem, ic_bn 3: 588
              multiply-adds unrolled ran 1.61 ms, 0.97-1.04 as a loop over kw, 2 threads; a 5x5
              3-channel conv 0.30-0.33 vs 0.24 ms; 3x3 layers with ic_bn 16, where LLVM keeps the
-             ic_bn loop, ran alike either way)
+             ic_bn loop, ran alike either way); and where the taps share input columns
+             (stride_w < KW), only while the tile's accumulators, its weight vectors and one
+             broadcast input per column fit the registers: unrolled, LLVM loads each shared
+             input once and keeps it live from one tap to the next (ResNet's 7x7 stride-2 stem
+             with ic_bn 1, as on a 32 KiB L1: 116 spills and reloads among the 196
+             multiply-adds of the unrolled row)
   prefetch   bytes of the packed weights fetched ahead of the tile's reads (`Stage.prefetch` on
              the ic_bn loop): PREFETCH_AHEAD when the packed weights outweigh a core's L2, else
              0. Such weights come from memory on every call (in a model, always: the other
@@ -181,8 +186,7 @@ def define_knobs(cfg: Any, g: ConvGeometry, N: int, dtype: str, when: tuple[str,
         cfg.define_knob("nchwc_ic_bn", first(ic_bn, ic_options), when=when)
     cfg.define_knob("nchwc_reg_n", first(reg_n, columns), when=when)
     cfg.define_knob("nchwc_oh_bn", first(oh_bn, rows), when=when)
-    unrolled = g.kernel[1] * ic_bn * oh_bn * reg_n * max(1, oc_bn // L)
-    cfg.define_knob("nchwc_unroll_kw", first(int(g.kernel[1] <= 8 and unrolled <= MAX_UNROLLED_FMAS), [1, 0]),
+    cfg.define_knob("nchwc_unroll_kw", first(int(_unroll_kw(cfg, g, ic_bn, oc_bn, oh_bn, reg_n, L)), [1, 0]),
                     when=when)
     if not _depthwise(g):
         weights = g.out_channels * _per_group(g)[0] * g.kernel[0] * g.kernel[1] * dtype_info(dtype).bytes
@@ -191,6 +195,15 @@ def define_knobs(cfg: Any, g: ConvGeometry, N: int, dtype: str, when: tuple[str,
         options = _block_rows_options(OH)
         rows_default = _pick_block_rows(cfg, g, N, oc_bn, oh_bn, dtype, options)
         cfg.define_knob("nchwc_block_rows", first(rows_default, [0, *options]), when=when, absent=0)
+
+
+def _unroll_kw(cfg: Any, g: ConvGeometry, ic_bn: int, oc_bn: int, oh_bn: int, reg_n: int, L: int) -> bool:
+    """unroll_kw's rule (module docstring)."""
+    vectors = max(1, oc_bn // L)
+    if g.kernel[1] > 8 or g.kernel[1] * ic_bn * oh_bn * reg_n * vectors > MAX_UNROLLED_FMAS:
+        return False
+    live = oh_bn * reg_n * vectors + vectors + oh_bn * reg_n
+    return g.stride[1] >= g.kernel[1] or live <= vector_registers(cfg)
 
 
 def _block_rows_options(OH: int) -> list[int]:
