@@ -58,6 +58,7 @@ from timing import interleaved, seconds
 from tune_matmul import trials_to_reach
 
 import autotune
+from autotune.measure.worker.run import hoisted_inputs
 from autotune.runtime import hoist
 
 THREADS = int(os.environ["AUTOTUNE_NUM_THREADS"])
@@ -143,9 +144,7 @@ def kernel_run(case: Case, db: Path, inputs: list[np.ndarray], out_shape: tuple[
     split = hoist(kernel, case.weights)
     if split is None:
         return lambda: kernel(*args, out=out)
-    made = [np.empty(shape, dtype) for _, shape, dtype in split.specs]
-    split.prologue(*[args[p] for p in split.prologue_inputs], *made)
-    call = [args[p] if kind == "input" else made[p] for kind, p in split.sources]
+    call = hoisted_inputs({"prologue_inputs": split.prologue_inputs, "sources": split.sources}, split.prologue, args)
 
     def run() -> np.ndarray:
         split.func(*call, out)

@@ -50,7 +50,7 @@ registers of the target (32 with AVX-512, else 16):
              3-channel conv 0.30-0.33 vs 0.24 ms; 3x3 layers with ic_bn 16, where LLVM keeps the
              ic_bn loop, ran alike either way); and where the taps share input columns
              (stride_w < KW), only while the tile's accumulators, its weight vectors and one
-             broadcast input per column fit the registers: unrolled, LLVM loads each shared
+             broadcast input per output position fit the registers: unrolled, LLVM loads each shared
              input once and keeps it live from one tap to the next (ResNet's 7x7 stride-2 stem
              with ic_bn 1, as on a 32 KiB L1: 116 spills and reloads among the 196
              multiply-adds of the unrolled row)
