@@ -144,7 +144,9 @@ def test_a_strided_depthwise_conv_is_nchw_by_default_while_its_loads_are_shuffle
     (144, 24, 1, 1, "gemm"), (37, 37, 1, 1, "gemm"),      # a 1x1 conv with few channels on one side is a GEMM
     (24, 144, 1, 1, "gemm"), (256, 1024, 1, 1, "gemm"),   # widening too
     (512, 512, 1, 1, "nchwc"), (2048, 512, 1, 1, "nchwc"),   # deep on both sides: blocked
-    (144, 24, 1, 2, "nchwc"), (144, 24, 3, 1, "winograd"),   # strided, or 3x3
+    (144, 24, 3, 1, "winograd"),                          # 3x3
+    (144, 24, 1, 2, "gemm"), (75, 357, 1, 2, "gemm"),     # strided, the blocked transposes a big share
+    (160, 320, 1, 2, "nchwc"), (256, 512, 1, 2, "nchwc"),     # strided, deep: a small share
 ])
 def test_a_pointwise_conv_with_few_channels_on_one_side_defaults_to_gemm(C, F, KH, stride, first):
     task = autotune.create_task("conv2d", N=1, C=C, H=29, W=29, F=F, KH=KH, KW=KH, stride=stride, padding=0)

@@ -30,7 +30,17 @@ layer's arithmetic and data volumes:
               (x faster): 16->96 at 112x112 1.61, 24->144 at 56x56 1.41, 64->256 at 56x56
               1.14, 160->960 at 7x7 1.83, 256->64 at 56x56 1.39, 256->256 at 14x14 1.08,
               256->1024 at 14x14 1.03, 1024->256 at 14x14 0.94; deeper on both sides the
-              blocked kernel wins: 512->512 at 7x7 0.80, 2048->512 at 7x7 0.80, 512->2048 0.87
+              blocked kernel wins: 512->512 at 7x7 0.80, 2048->512 at 7x7 0.80, 512->2048 0.87;
+              and for strided 1x1 convs whose blocked transposes move at least
+              STRIDED_POINTWISE_TRANSPOSES elements per multiply-add: the input's C x H x W and
+              the output's F x OH x OW against C x F x OH x OW, s_h*s_w/F + 1/C, where the GEMM
+              only gathers the strided input once, 1/F. Constant weights, 2 threads on a Zen 4,
+              GEMM against blocked (x faster), stride 2: 40->80 at 57x57 (share 0.075) 1.57,
+              144->24 at 29x29 1.58, 200->96 at 33x33 1.34, 64->128 at 56x56 1.26, 96->200
+              at 33x33 1.26, 24->144 at 29x29 1.40, 75->357 at 29x29 (0.024) 1.64, 128->256
+              at 28x28 (0.023) 1.05; below the share: 160->320 at 20x20 (0.019) 0.96,
+              128->512 at 14x14 0.88, 256->512 at 56x56 1.03 and at 14x14 0.84, 512->1024
+              at 28x28 0.93, 1024->2048 at 14x14 0.78
   "nchwc"     blocked channels, vectorised along output channels: every output column is a
               full vector whatever the image width
   "gemm"      im2col panels through the matmul micro-kernel (when not placed above)
@@ -65,6 +75,7 @@ from . import conv2d_gemm as gemm, conv2d_nchw as nchw, conv2d_nchwc as nchwc, c
 ALGORITHMS: dict[str, ModuleType] = {"winograd": winograd, "nchwc": nchwc, "gemm": gemm, "nchw": nchw}
 WINOGRAD_SAVING = 2.0
 POINTWISE_GEMM_CHANNELS = 256
+STRIDED_POINTWISE_TRANSPOSES = 0.02
 
 
 def conv2d_nchw(X: te.Tensor, Wt: te.Tensor, stride: Any, padding: Any, name: str = "Y") -> tuple[te.Tensor, te.Tensor]:
@@ -95,7 +106,8 @@ def algorithm_order(g: ConvGeometry, N: int, vec: int, constant_weights: bool = 
         names.insert(0, names.pop(names.index("nchw")))
     weights = g.out_channels * g.in_channels // g.groups * g.kernel[0] * g.kernel[1]
     heavy_weights = not constant_weights and weights > N * g.in_channels * g.spatial[0] * g.spatial[1]
-    if "gemm" in names and names[0] != "winograd" and (heavy_weights or _shallow_pointwise(g)):
+    if "gemm" in names and names[0] != "winograd" and (heavy_weights or _shallow_pointwise(g)
+                                                       or _strided_pointwise(g)):
         names.insert(0, names.pop(names.index("gemm")))
     return names
 
@@ -105,6 +117,15 @@ def _shallow_pointwise(g: ConvGeometry) -> bool:
     the blocked layout's transposes cost more than its kernel gains."""
     return (g.kernel == (1, 1) and g.stride == (1, 1) and g.groups == 1
             and min(g.in_channels, g.out_channels) <= POINTWISE_GEMM_CHANNELS)
+
+
+def _strided_pointwise(g: ConvGeometry) -> bool:
+    """A 1x1 strided conv of one group whose blocked layout moves more per multiply-add than
+    its GEMM gains: the transposes' s_h*s_w/F + 1/C elements at least STRIDED_POINTWISE_TRANSPOSES."""
+    if g.kernel != (1, 1) or g.stride == (1, 1) or g.groups != 1:
+        return False
+    share = g.stride[0] * g.stride[1] / g.out_channels + 1 / g.in_channels
+    return share >= STRIDED_POINTWISE_TRANSPOSES
 
 
 def define_algorithms(cfg: Any, g: ConvGeometry, N: int, dtype: str) -> None:
