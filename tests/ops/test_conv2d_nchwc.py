@@ -242,7 +242,9 @@ def test_a_conv2d_record_from_before_the_algorithm_knob_loads_as_nchw():
 @pytest.mark.parametrize("H, stride, tile_x, tile_y", [
     (112, 2, 8, 1),     # 56 columns: 8 (16 lanes / stride 2) divides them; a strided tile is one row
     (56, 2, 14, 1),     # 28 columns: 8 would leave a tail of 4, 14 divides them
-    (14, 2, 7, 1),      # 7 columns: the whole row
+    (14, 2, 7, 7),      # 7 columns: the whole row; 7 rows: the whole plane, stride or not
+    (7, 1, 7, 7),       # 7 rows, no candidate but 1 divides them: the whole plane (at most 8 rows)
+    (8, 1, 8, 8),
     (28, 1, 14, 4),     # 28 columns: 16 would leave a tail of 12, 14 divides them; 4 rows divide 28
     (14, 1, 14, 2),     # 14 rows: 4 would leave a tail of 2
     (37, 1, 16, 1),     # 37 (a prime): no candidate divides the columns, so the nearest to 16; one row

@@ -9,11 +9,18 @@ the dtype and R the vector registers of the target (32 with AVX-512, else 16):
   tile_x        the candidate nearest to L / stride_w (one vector per tile row; a strided vector
                 load gathers from stride_w x tile_x input columns), capped by OW; of those that
                 divide OW when any does: a tail of columns costs a whole vector
-  tile_y        with stride_h 1, the most of 1, 2, 4 rows that divides OH (each input row vector
-                serves up to KH output rows; a tail tile costs a whole one); with a stride, 1:
-                rows 2 apart share one input row of three, and each row of a tile is one more
-                span load and shuffle per tap (MobileNet-V2's depthwise layers, Zen 4, 2 threads,
-                x onnxruntime before / after both rules: 96 channels at 112x112 stride 2 0.73 /
+  tile_y        the whole plane when OH is at most 8 rows (the largest candidate): a tile's index
+                and mask work is then paid once per plane, where one 7-lane row per task spent
+                about 60 instructions on it around 9 masked multiply-adds (depthwise, Zen 4, 2
+                threads, x onnxruntime one row / the plane: 960 channels at 7x7 0.61 / 0.98, 1152
+                at 7x7 with 5x5 taps 0.33 / 0.74, 256 at 8x8 0.67 / 0.74, 576 at 14x14 stride 2
+                0.68 / 0.73, 160 at 13x13 stride 2 0.40 / 0.71; 14 rows of 14 ran 0.56 against
+                two rows' 0.95); above, with stride_h 1, the most of 1, 2, 4 rows that divides OH
+                (each input row vector serves up to KH output rows; a tail tile costs a whole
+                one; 8 rows at 56x56 ran 0.65 against four rows' 1.01); with a stride, 1: rows 2
+                apart share one input row of three, and each row of a tile is one more span load
+                and shuffle per tap (MobileNet-V2's depthwise layers, Zen 4, 2 threads, x
+                onnxruntime before / after both rules: 96 channels at 112x112 stride 2 0.73 /
                 0.94, 144 at 56x56 stride 2 0.66 / 0.95, 576 at 14x14 stride 2 0.37 / 0.81, 192
                 at 28x28 stride 1 0.76 / 1.00, 384 at 14x14 stride 1 0.90 / 0.98)
   tile_f        the most filters of one group (an input vector is reused only by filters of its
@@ -40,7 +47,7 @@ from ..schedule import Schedule
 from .rules import closest, cpu_facts, first, lanes, split_first
 
 _TILE_F = (1, 2, 4, 8, 16)
-_TILE_Y = (1, 2, 4)
+_TILE_Y = (1, 2, 4, 8)
 _TILE_X = (8, 14, 16, 28, 32, 56)
 _TILE_RC = (1, 4, 8, 16, 32)
 
@@ -67,7 +74,8 @@ def tile_rules(cfg: Any, dtype: str, out: tuple[int, ...], kernel: tuple[int, ..
     (OH, OW), (KH, KW) = out, kernel
     dividing = [v for v in _TILE_X if v <= OW and OW % v == 0]
     tile_x = closest(max(1, L // column_stride), dividing or [min(v, OW) for v in _TILE_X])
-    tile_y = 1 if row_stride > 1 else max(v for v in _TILE_Y if v <= OH and OH % v == 0)
+    whole_plane = max(_TILE_Y) >= OH
+    tile_y = OH if whole_plane else 1 if row_stride > 1 else max(v for v in _TILE_Y[:-1] if OH % v == 0)
     accumulators = (32 if facts.vector_bytes == 64 else 16) // 2 // (tile_y * -(-tile_x // L))
     tile_f = max([v for v in _TILE_F if v <= min(Fg, accumulators)] or [1])
     block = tile_f * KH * KW * dtype_info(dtype).bytes
