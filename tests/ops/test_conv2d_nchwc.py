@@ -153,6 +153,15 @@ def test_a_pointwise_conv_with_few_channels_on_one_side_defaults_to_gemm(C, F, K
     assert task.config_space.knobs["algorithm"].entities[0].val == first
 
 
+@pytest.mark.parametrize("H, first", [(7, "nchwc"), (14, "gemm"), (28, "gemm")])
+def test_a_pointwise_conv_stays_blocked_where_the_gemms_pixel_panels_would_pad_much(H, first):
+    """49 pixels fill 4 one-vector panels of 16 with 15 padded columns (23%); 196 fill 13 (6%)."""
+    task = autotune.create_task("conv2d", N=1, C=160, H=H, W=H, F=960, KH=1, KW=1, stride=1, padding=0,
+                                target=Target.from_key(AVX512))
+    task.set_constant_inputs((1,))          # a model's weights: no weight repack per call either way
+    assert task.config(task.default_index)["algorithm"].val == first
+
+
 # The rules read the host's caches; their tests pin the caches the examples were worked out on
 # (48 KiB of L1d, 2 MiB of L2 per core), so that they hold on any machine.
 RULE_CACHES = {1: 48 * 1024, 2: 2 * 1024 * 1024}

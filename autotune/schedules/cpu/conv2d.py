@@ -26,9 +26,9 @@ layer's arithmetic and data volumes:
               (MobileNet-V2's expansions and projections, ResNet-50's up to its 256-channel
               stage): X is already the GEMM's operand, while the blocked layout's two
               transposes move (C + F) x H x W elements against C x F x H x W multiply-adds,
-              a share of about 1/min(C, F). Constant weights, 2 threads, GEMM against blocked
-              (x faster): 16->96 at 112x112 1.61, 24->144 at 56x56 1.41, 64->256 at 56x56
-              1.14, 160->960 at 7x7 1.83, 256->64 at 56x56 1.39, 256->256 at 14x14 1.08,
+              a share of about 1/min(C, F). Constant weights, 2 threads (a Xeon), GEMM against
+              blocked (x faster): 16->96 at 112x112 1.61, 24->144 at 56x56 1.41, 64->256 at 56x56
+              1.14, 160->960 at 7x7 1.83 (0.88 on a Zen 4, below), 256->64 at 56x56 1.39, 256->256 at 14x14 1.08,
               256->1024 at 14x14 1.03, 1024->256 at 14x14 0.94; deeper on both sides the
               blocked kernel wins: 512->512 at 7x7 0.80, 2048->512 at 7x7 0.80, 512->2048 0.87;
               and for strided 1x1 convs whose blocked transposes move at least
@@ -40,7 +40,12 @@ layer's arithmetic and data volumes:
               at 33x33 1.26, 24->144 at 29x29 1.40, 75->357 at 29x29 (0.024) 1.64, 128->256
               at 28x28 (0.023) 1.05; below the share: 160->320 at 20x20 (0.019) 0.96,
               128->512 at 14x14 0.88, 256->512 at 56x56 1.03 and at 14x14 0.84, 512->1024
-              at 28x28 0.93, 1024->2048 at 14x14 0.78
+              at 28x28 0.93, 1024->2048 at 14x14 0.78.
+              Neither pointwise rule takes the GEMM where even one-vector pixel panels pad more
+              than `conv2d_gemm.TAIL_WASTE` of their columns (`pads_panels`; 7x7 images, 49
+              pixels in 64 columns): every padded column costs a column of multiply-adds, and the
+              blocked kernel's rows have no tail (Zen 4, blocked against GEMM at 7x7, x faster:
+              160->960 1.14, 960->160 1.04, 960->320 1.10, 320->1280 1.22, 64->384 1.05)
   "nchwc"     blocked channels, vectorised along output channels: every output column is a
               full vector whatever the image width
   "gemm"      im2col panels through the matmul micro-kernel (when not placed above)
@@ -106,8 +111,8 @@ def algorithm_order(g: ConvGeometry, N: int, vec: int, constant_weights: bool = 
         names.insert(0, names.pop(names.index("nchw")))
     weights = g.out_channels * g.in_channels // g.groups * g.kernel[0] * g.kernel[1]
     heavy_weights = not constant_weights and weights > N * g.in_channels * g.spatial[0] * g.spatial[1]
-    if "gemm" in names and names[0] != "winograd" and (heavy_weights or _shallow_pointwise(g)
-                                                       or _strided_pointwise(g)):
+    pointwise = (_shallow_pointwise(g) or _strided_pointwise(g)) and not gemm.pads_panels(g, vec)
+    if "gemm" in names and names[0] != "winograd" and (heavy_weights or pointwise):
         names.insert(0, names.pop(names.index("gemm")))
     return names
 

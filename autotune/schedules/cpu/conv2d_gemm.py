@@ -123,13 +123,22 @@ def define_knobs(cfg: Any, g: ConvGeometry, N: int, dtype: str, when: tuple[str,
     cfg.define_knob("gemm_col", list(COLS) if _pointwise(g) else ["packed"], when=when)
 
 
+def _waste(P: int, bn: int) -> float:
+    """The share of padded columns when P pixels are cut into panels of bn."""
+    return 1 - P / (-(-P // bn) * bn)
+
+
 def _default_panel(P: int, widths: list[int]) -> int:
     """Two vectors of pixels, or one where that pads the last panel much less (module docstring)."""
-    def waste(bn: int) -> float:
-        return 1 - P / (-(-P // bn) * bn)
-
     bn = widths[min(1, len(widths) - 1)]
-    return widths[0] if waste(bn) > TAIL_WASTE and waste(widths[0]) < waste(bn) else bn
+    return widths[0] if _waste(P, bn) > TAIL_WASTE and _waste(P, widths[0]) < _waste(P, bn) else bn
+
+
+def pads_panels(g: ConvGeometry, lanes: int) -> bool:
+    """Whether even one-vector panels pad the pixels by more than TAIL_WASTE (49 pixels of a 7x7
+    image: 64 columns, 23% of them padding), which the blocked kernel's rows never do."""
+    pixels = math.prod(g.out)
+    return pixels > lanes and _waste(pixels, lanes) > TAIL_WASTE
 
 
 def _default_order(cfg: Any, g: ConvGeometry, N: int, bn: int) -> str:
