@@ -252,6 +252,9 @@ def test_a_conv2d_record_from_before_the_algorithm_knob_loads_as_nchw():
     (112, 2, 8, 1),     # 56 columns: 8 (16 lanes / stride 2) divides them; a strided tile is one row
     (56, 2, 14, 1),     # 28 columns: 8 would leave a tail of 4, 14 divides them
     (14, 2, 7, 7),      # 7 columns: the whole row; 7 rows: the whole plane, stride or not
+    (28, 2, 14, 2),     # 14 columns, one tile a row: two strided rows a task
+    (24, 2, 12, 2),     # 12 columns, none of the candidates divides them: one vector, the whole row
+    (36, 2, 8, 2),      # 18 columns: 8, 8 and a tail of 2; two strided rows a task
     (7, 1, 7, 7),       # 7 rows, no candidate but 1 divides them: the whole plane (at most 8 rows)
     (8, 1, 8, 8),
     (28, 1, 14, 4),     # 28 columns: 16 would leave a tail of 12, 14 divides them; 4 rows divide 28

@@ -8,7 +8,9 @@ tuning records stay valid. Default rules (each knob's first value), with L the v
 the dtype and R the vector registers of the target (32 with AVX-512, else 16):
   tile_x        the candidate nearest to L / stride_w (one vector per tile row; a strided vector
                 load gathers from stride_w x tile_x input columns), capped by OW; of those that
-                divide OW when any does: a tail of columns costs a whole vector
+                divide OW when any does: a tail of columns costs a whole vector; the whole row
+                when none does and it fits one vector (12 columns at stride 2: one masked vector,
+                not 8 and a tail of 4)
   tile_y        the whole plane when OH is at most 8 rows (the largest candidate): a tile's index
                 and mask work is then paid once per plane, where one 7-lane row per task spent
                 about 60 instructions on it around 9 masked multiply-adds (depthwise, Zen 4, 2
@@ -17,12 +19,18 @@ the dtype and R the vector registers of the target (32 with AVX-512, else 16):
                 0.68 / 0.73, 160 at 13x13 stride 2 0.40 / 0.71; 14 rows of 14 ran 0.56 against
                 two rows' 0.95); above, with stride_h 1, the most of 1, 2, 4 rows that divides OH
                 (each input row vector serves up to KH output rows; a tail tile costs a whole
-                one; 8 rows at 56x56 ran 0.65 against four rows' 1.01); with a stride, 1: rows 2
-                apart share one input row of three, and each row of a tile is one more span load
-                and shuffle per tap (MobileNet-V2's depthwise layers, Zen 4, 2 threads, x
-                onnxruntime before / after both rules: 96 channels at 112x112 stride 2 0.73 /
-                0.94, 144 at 56x56 stride 2 0.66 / 0.95, 576 at 14x14 stride 2 0.37 / 0.81, 192
-                at 28x28 stride 1 0.76 / 1.00, 384 at 14x14 stride 1 0.90 / 0.98)
+                one; 8 rows at 56x56 ran 0.65 against four rows' 1.01); with a stride, 1 where
+                the row is at least two whole tiles: rows 2 apart share one input row of three,
+                and each row of a tile is one more span load and shuffle per tap (MobileNet-V2's
+                depthwise layers, Zen 4, 2 threads, x onnxruntime before / after the row and
+                column rules: 96 channels at 112x112 stride 2 0.73 / 0.94, 144 at 56x56 stride 2
+                0.66 / 0.95, 576 at 14x14 stride 2 0.37 / 0.81, 192 at 28x28 stride 1 0.76 /
+                1.00, 384 at 14x14 stride 1 0.90 / 0.98); else 2: a row of one tile, or with a
+                tail of columns, leaves a task too little work for its masks and index set-up
+                (stride 2, one row / two: 192 channels at 28x28, 14 columns, 0.63 / 0.76; 96 at
+                36x36, 18 columns, 0.21 / 0.48; 64 at 44x44 0.26 / 0.60; 100 at 58x58 0.39 /
+                0.72; 256 at 24x24, 12 columns (8 and a tail of 4 before the column rule) 0.16 /
+                0.73; 144 at 56x56, two tiles of 14, 0.95 / 0.87)
   tile_f        the most filters of one group (an input vector is reused only by filters of its
                 group) whose tile_f x tile_y x ceil(tile_x / L) accumulators fit in R/2 registers
                 (LLVM unrolls the tile loops it can keep in registers)
@@ -73,9 +81,16 @@ def tile_rules(cfg: Any, dtype: str, out: tuple[int, ...], kernel: tuple[int, ..
     L, facts = lanes(cfg, dtype), cpu_facts(cfg)
     (OH, OW), (KH, KW) = out, kernel
     dividing = [v for v in _TILE_X if v <= OW and OW % v == 0]
-    tile_x = closest(max(1, L // column_stride), dividing or [min(v, OW) for v in _TILE_X])
-    whole_plane = max(_TILE_Y) >= OH
-    tile_y = OH if whole_plane else 1 if row_stride > 1 else max(v for v in _TILE_Y[:-1] if OH % v == 0)
+    if dividing or OW > L:
+        tile_x = closest(max(1, L // column_stride), dividing or [min(v, OW) for v in _TILE_X])
+    else:
+        tile_x = OW
+    if max(_TILE_Y) >= OH:
+        tile_y = OH
+    elif row_stride > 1:
+        tile_y = 1 if OW % tile_x == 0 and OW // tile_x >= 2 else 2
+    else:
+        tile_y = max(v for v in _TILE_Y[:-1] if OH % v == 0)
     accumulators = (32 if facts.vector_bytes == 64 else 16) // 2 // (tile_y * -(-tile_x // L))
     tile_f = max([v for v in _TILE_F if v <= min(Fg, accumulators)] or [1])
     block = tile_f * KH * KW * dtype_info(dtype).bytes
