@@ -195,8 +195,9 @@ AVX2 = "llvm -mcpu=x -features=avx2,fma -cores=2"
     (AVX512, 48, 48, 56, 3, dict(nchwc_oc_bn=16, nchwc_reg_n=28, nchwc_oh_bn=1)),
     # AVX2, 16 registers: oc 16 = two ymm vectors leave (16 - 3) / 2 = 6 positions; 6 does not divide 56, 4 does
     (AVX2, 64, 64, 56, 3, dict(nchwc_oc_bn=16, nchwc_reg_n=4, nchwc_oh_bn=1)),
-    # F capped: 5 filters are one block of 5
-    (AVX512, 3, 5, 9, 3, dict(nchwc_oc_bn=5, nchwc_ic_bn=3)),
+    # F capped: 5 filters are one block of 5; fewer input channels than a vector: blocks of 1
+    (AVX512, 3, 5, 9, 3, dict(nchwc_oc_bn=5, nchwc_ic_bn=1)),
+    (AVX512, 12, 48, 56, 3, dict(nchwc_ic_bn=1)), (AVX2, 12, 48, 56, 3, dict(nchwc_ic_bn=12)),
     # a 3x3 row of one input channel is 3 x 28 = 84 multiply-adds, but its taps share input columns, and 28
     # accumulators, 2 weight vectors and 14 shared inputs overflow 32 registers: a loop over kw
     (AVX512, 1, 64, 56, 3, dict(nchwc_ic_bn=1, nchwc_unroll_kw=0)),
@@ -204,8 +205,9 @@ AVX2 = "llvm -mcpu=x -features=avx2,fma -cores=2"
     (AVX512, 1, 64, 4, 3, dict(nchwc_reg_n=4, nchwc_oh_bn=2, nchwc_unroll_kw=1)),
     # 16 input channels per block: 3 x 16 x 28 = 1344 multiply-adds, a loop
     (AVX512, 64, 64, 56, 3, dict(nchwc_ic_bn=16, nchwc_unroll_kw=0)),
-    # an RGB 7x7 stem: 7 x 3 x 14 columns x 2 vectors = 588 multiply-adds unrolled would leave the uop cache
-    (AVX512, 3, 64, 112, 7, dict(nchwc_ic_bn=3, nchwc_reg_n=14, nchwc_unroll_kw=0)),
+    # an RGB 7x7 stem in blocks of one channel: 14 columns x 2 vectors, 2 weight vectors and 14 shared
+    # inputs overflow 32 registers
+    (AVX512, 3, 64, 112, 7, dict(nchwc_ic_bn=1, nchwc_reg_n=14, nchwc_unroll_kw=0)),
 ])
 def test_default_rules(target, C, F, OW, KH, want):
     got = first_values(target, C, F, OW, KH)
