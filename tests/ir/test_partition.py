@@ -184,6 +184,23 @@ def test_a_padding_select_splits_into_head_main_and_tail():
     assert_clean(finish(main))
 
 
+def test_a_row_padding_select_under_a_parallel_row_loop_is_versioned_out_of_the_unrolled_columns():
+    """A padded copy whose rows are the parallel loop: the row bound reads only that loop, but
+    it is tested per element of the unrolled columns (a predicated load each); the main version
+    of each row is plain loads and stores."""
+    A = te.placeholder((5, 16), name="A")
+    P = te.compute((7, 16), lambda i, j: te.if_then_else(te.all(i >= 1, i < 6), A[i - 1, j], te.const(0.0)), name="P")
+    s = te.create_schedule(P.op)
+    row, col = P.op.axis
+    s[P].parallel(row)
+    s[P].unroll(col)
+    split = split_loops(built(s, [A, P]))
+    (main,) = main_bodies(split)
+    done = finish(main)
+    assert nodes(split, Select) and not nodes(done, Select)
+    assert not [n for n in nodes(done, (Load, Store)) if n.predicate is not None]
+
+
 def test_gpu_kernels_are_left_alone():
     task = create_task("matmul", target="cuda -arch=sm_80", M=257, N=263, K=269)
     s, args = task.instantiate(next(i for i in range(len(task.config_space)) if task.is_valid(i)))
