@@ -95,6 +95,7 @@ from .rules import CHUNKS_PER_CORE, cpu_facts, first, lanes, vector_registers
 
 MIN_GROUP_VECTOR = 8
 TRANSPOSE_COLUMNS = 8       # columns per unrolled transpose block (in the repack of X and the unpack)
+COPY_COLUMNS = 16           # columns per vector of a one-channel repack (a plain padded copy of each row)
 MAX_UNROLLED = 256          # statements per unrolled block of a 1x1 weight transpose (compile time)
 MAX_UNROLLED_FMAS = 256     # vector multiply-adds of an unrolled kernel row (unroll_kw's rule)
 PREFETCH_AHEAD = 4096       # bytes of the weight stream fetched ahead (prefetch's rule): a page
@@ -447,7 +448,7 @@ def _schedule_packing(s: Schedule, D: te.Tensor, K: te.Tensor) -> None:
         if D.op.input_tensors[0].ndim == 5:         # from blocked X: a copy of whole vectors
             s[D].vectorize(ci)
         elif ci.extent == 1:
-            s[D].vectorize(s[D].split(w, TRANSPOSE_COLUMNS * 2)[1])
+            s[D].vectorize(s[D].split(w, COPY_COLUMNS)[1])
         else:
             _, wi = s[D].split(w, TRANSPOSE_COLUMNS)
             s[D].unroll(wi)
