@@ -19,6 +19,7 @@ from ..ir.nodes import PrimFunc
 from ..target import Target, usable_cores
 from . import jit
 from .llvm import NUM_THREADS_SYMBOL, entry_symbol, status_error
+from .sequence import NativeCall
 
 NUM_THREADS_ENV = "AUTOTUNE_NUM_THREADS"
 SIGNATURE_VERSION = 2  # 2: kernels return an i32 status (allocation failures)
@@ -94,20 +95,20 @@ class BuiltFunction:
         self._threads.value = num_threads()
         status = self._cfunc(*[a.ctypes.data for a in arrays])
         if status:
-            raise status_error(status, self._compiled.global_address, self.name)
+            raise self.status_error(status)
 
     def bind(self, *arrays: np.ndarray) -> Callable[[], None]:
         """Check `arrays` once and return a no-argument call on them, for timing loops where
         the per-call checks would be measured too. The call keeps the arrays alive."""
         self.check(arrays)
         pointers = [a.ctypes.data for a in arrays]
-        cfunc, threads, compiled, name = self._cfunc, self._threads, self._compiled, self.name
+        cfunc, threads, error = self._cfunc, self._threads, self.status_error
 
         def run(_keep_alive: tuple = arrays) -> None:
             threads.value = num_threads()
             status = cfunc(*pointers)
             if status:
-                raise status_error(status, compiled.global_address, name)
+                raise error(status)
         return run
 
     def bind_free(self, *arrays: np.ndarray | None) -> Callable[..., None]:
@@ -116,11 +117,10 @@ class BuiltFunction:
         not check them. For a caller that made or checked them itself, as a model does its inputs
         and its fresh outputs: C-contiguous, aligned arrays of the parameters' dtypes and shapes,
         overlapping no argument the kernel writes."""
-        check_count(self.name, [p[0] for p in self._params], arrays)
-        self.check(tuple(np.empty(shape, dtype) if a is None else a for a, (dtype, shape) in zip(arrays, self._expect)))
+        self._check_fixed(arrays)
         free = [i for i, a in enumerate(arrays) if a is None]
         pointers = [0 if a is None else a.ctypes.data for a in arrays]
-        cfunc, threads, compiled, name = self._cfunc, self._threads, self._compiled, self.name
+        cfunc, threads, error = self._cfunc, self._threads, self.status_error
 
         def run(*addresses: int, _keep_alive: tuple = arrays) -> None:
             args = pointers.copy()
@@ -129,8 +129,25 @@ class BuiltFunction:
             threads.value = num_threads()
             status = cfunc(*args)
             if status:
-                raise status_error(status, compiled.global_address, name)
+                raise error(status)
         return run
+
+    def native_call(self, *arrays: np.ndarray | str) -> NativeCall:
+        """This kernel's call for a `NativeSequence`: the arrays are checked once, as `bind_free`
+        checks them, and passed by address; a name (str) stands for an array that changes at every
+        call, which the caller makes or checks itself. The arrays must outlive the sequence."""
+        self._check_fixed(tuple(None if isinstance(a, str) else a for a in arrays))
+        return NativeCall(self._compiled.address, self._compiled.global_address(NUM_THREADS_SYMBOL),
+                          tuple(a if isinstance(a, str) else a.ctypes.data for a in arrays))
+
+    def status_error(self, status: int) -> Exception:
+        """The exception for this kernel's nonzero return `status` (a failed heap allocation)."""
+        return status_error(status, self._compiled.global_address, self.name)
+
+    def _check_fixed(self, arrays: tuple[np.ndarray | None, ...]) -> None:
+        """`check` of the arrays given, with an array of the right dtype and shape for each None."""
+        check_count(self.name, [p[0] for p in self._params], arrays)
+        self.check(tuple(np.empty(shape, dtype) if a is None else a for a, (dtype, shape) in zip(arrays, self._expect)))
 
     def check(self, arrays: tuple) -> None:
         """Raise ArgumentError (type, dtype, count) or ValueError (shape, layout, aliasing)

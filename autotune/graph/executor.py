@@ -6,8 +6,10 @@ Compiling does all the work a call need not repeat: every kernel is loaded once 
 one preallocated arena (`planner`), constants and every view of planned memory are bound once, and
 every kernel is bound to the addresses of its fixed memory (its argument checks run once). A call
 then checks the inputs, allocates the outputs (the caller owns them: fresh arrays each call, never
-overwritten later) and runs the steps, passing the kernels that read inputs or write outputs
-just those addresses: a small model's call costs its kernels and a few microseconds.
+overwritten later) and runs every kernel from one native function (`autotune.codegen.sequence`),
+which takes just the inputs' and outputs' addresses: a small model's call costs its kernels and a
+few microseconds, not a ctypes call per kernel. Kernels that are not bound CPU functions run step
+by step from Python, as `profile` runs every model.
 
 Constants are passed to the kernels as they are, from memory, without a copy per call. Weights
 are transformed once, here: a matmul or dense whose weight is a constant reads it pre-packed
@@ -28,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from ..codegen.module import num_threads
+from ..codegen.sequence import NativeSequence
 from ..errors import InstantiationError
 from ..interop import as_numpy, contiguous
 from ..runtime import Kernel, resolve, with_config
@@ -133,6 +137,11 @@ class CompiledModel:
         self.arena = _aligned_bytes(self.plan.arena_bytes)
         self.buffers = _fixed_buffers(graph, self.plan, self.arena, self.weights)
         self._steps = [(i, s) for i, s in ((i, self._step(i, n)) for i, n in enumerate(graph.nodes)) if s is not None]
+        self._native = _native_sequence(self._steps, self.buffers)
+        self._fresh = [(r, graph.value(r).shape, np.dtype(graph.value(r).dtype))
+                       for r, kind in self.plan.kinds.items() if kind == OUTPUT]
+        # each output: fresh (the caller's own array), or a copy of memory the model keeps
+        self._returns = [(v.name, self.plan.kinds[self.plan.roots[v.name]] == OUTPUT) for v in graph.outputs]
         self._lock = threading.Lock()
 
     @property
@@ -156,19 +165,21 @@ class CompiledModel:
         for check in self.index_checks:
             check(env)
         with self._lock:
-            self._start_call(env)
-            for _, step in self._steps:
-                _run(step, env)
-        roots, kinds = self.plan.roots, self.plan.kinds
-        return [env[v.name] if kinds[roots[v.name]] == OUTPUT else env[v.name].copy() for v in self.graph.outputs]
+            if self._native is None:
+                self._start_call(env)
+                for _, step in self._steps:
+                    _run(step, env)
+            else:                           # the kernels read the fixed memory at bound addresses
+                self._start_call(env, fixed=False)
+                self._native.run(env)
+        return [env[name] if fresh else (env[name] if name in env else self.buffers[name]).copy() for name, fresh in self._returns]
 
-    def _start_call(self, env: dict[str, np.ndarray]) -> None:
-        """Bind the fixed memory and fresh output arrays into a call's environment."""
-        env.update(self.buffers)
-        for r, kind in self.plan.kinds.items():
-            if kind == OUTPUT:
-                v = self.graph.value(r)
-                env[r] = np.empty(v.shape, v.dtype)
+    def _start_call(self, env: dict[str, np.ndarray], fixed: bool = True) -> None:
+        """Bind fresh output arrays (and, with `fixed`, the fixed memory) into a call's environment."""
+        if fixed:
+            env.update(self.buffers)
+        for name, shape, dtype in self._fresh:
+            env[name] = np.empty(shape, dtype)
 
     def step_times(self, feeds: Mapping[str, Any], repeat: int) -> tuple[dict[int, list[float]], list[float]]:
         """Seconds of each step (by node index) and of each whole run, over `repeat` runs after
@@ -252,6 +263,42 @@ class _View:
     src: str
     dst: str
     shape: tuple[int, ...]
+
+
+class _NativeSteps:
+    """Every kernel step of a model in one native call (`autotune.codegen.sequence`), for models
+    whose kernels are all bound CPU functions: the per-call arrays (inputs, fresh outputs) are
+    passed by address, views of them made first, as the steps would."""
+
+    def __init__(self, sequence: NativeSequence, views: list[_View], funcs: list[Any]) -> None:
+        self.sequence, self.views, self.funcs = sequence, views, funcs
+
+    def run(self, env: dict[str, np.ndarray]) -> None:
+        for view in self.views:
+            _run(view, env)
+        failed = self.sequence([env[name].ctypes.data for name in self.sequence.names], num_threads())
+        if failed is not None:
+            index, status = failed
+            raise self.funcs[index].status_error(status)
+
+
+def _native_sequence(steps: list[tuple[int, _Step | _View]], buffers: dict[str, np.ndarray]) -> _NativeSteps | None:
+    """The steps as one native call, or None when one of them cannot be (a kernel with no
+    machine code of its own to call: not a bound CPU function)."""
+    views = [s for _, s in steps if isinstance(s, _View)]
+    kernels = [s for _, s in steps if isinstance(s, _Step)]
+    if not kernels or any(s.bound is None or not hasattr(s.func, "native_call") for s in kernels):
+        return None
+    root = {v.dst: v.src for v in views}
+
+    def per_call(name: str) -> str:          # a view of per-call memory has its source's address
+        while name in root:
+            name = root[name]
+        return name
+
+    calls = [s.func.native_call(*(buffers[a] if a in buffers else per_call(a) for a in s.args))  # type: ignore[attr-defined]
+             for s in kernels]
+    return _NativeSteps(NativeSequence(calls, keep=[s.func for s in kernels]), views, [s.func for s in kernels])
 
 
 def _run(step: _Step | _View, env: dict[str, np.ndarray]) -> None:
