@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..graph.ir import VIEW, Node, Value
+from ..graph.ir import VIEW, Node, TrainingGuard, Value
 
 Attrs = dict[str, Any]
 Check = Callable[[Any, Attrs], list[str]]
@@ -80,6 +80,8 @@ class Builder:
     op_type: str = ""             # its op type (errors name both)
     outputs: tuple[str, ...] = ()  # that node's output names ("" for an absent optional output)
     reserved: set[str] = field(default_factory=set)   # every ONNX value name: never a made-up name
+    model_inputs: set[str] = field(default_factory=set)
+    guards: list[TrainingGuard] = field(default_factory=list)   # checks of the calls' inputs
     _steps: int = 0
 
     # -- reading ------------------------------------------------------------------------------

@@ -193,7 +193,8 @@ def _convert(model: Any, infos: dict[str, Any]) -> Graph:
     values = {v.name: v for v in inputs}
     for name, array in constants.items():
         values[name] = Value(name, tuple(array.shape), str(array.dtype))
-    b = Builder(values, constants, reserved={o for n in g.node for o in n.output})
+    b = Builder(values, constants, reserved={o for n in g.node for o in n.output},
+                model_inputs={v.name for v in inputs})
     for index, node in enumerate(g.node):
         b.node_name, b.op_type = node_name(node, index), node.op_type
         if node.op_type in FOLD_ONLY:
@@ -206,7 +207,8 @@ def _convert(model: Any, infos: dict[str, Any]) -> Graph:
     outputs = [b.values[o.name] for o in g.output]
     used = {i for n in b.nodes for i in n.inputs} | {o.name for o in outputs}
     graph = Graph(inputs, outputs, {n: v for n, v in b.values.items() if n in used or n not in b.constants},
-                  {n: a for n, a in b.constants.items() if n in used}, b.nodes, name=g.name or "graph")
+                  {n: a for n, a in b.constants.items() if n in used}, b.nodes, name=g.name or "graph",
+                  guards=tuple(b.guards))
     graph.validate()
     return graph
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from ..graph.ir import TrainingGuard
 from .builder import Attrs, Builder, allowed, converts
 from .onnx_ops import f32, like
 
@@ -23,10 +24,30 @@ def _view(b: Builder, node: Any, attrs: Attrs) -> None:
 
 @converts("Dropout")
 def _dropout(b: Builder, node: Any, attrs: Attrs) -> None:
-    """Inference: the identity, and a mask of all True when the model asks for it."""
+    """Inference: the identity, and a mask of all True when the model asks for it. Training
+    (training_mode true, ratio not 0) drops at random, which autotune does not do: constant, it
+    is unsupported; taken from the model's inputs, each call checks it (`TrainingGuard`)."""
+    training: str | bool = node.input[2] if len(node.input) > 2 and node.input[2] else False
+    ratio: str | float = node.input[1] if len(node.input) > 1 and node.input[1] else 0.5
+    training, ratio = _scalar(b, training, bool), _scalar(b, ratio, float)
+    if training is True and not isinstance(ratio, str) and ratio != 0:
+        raise b.fail(f"training_mode is true with ratio {ratio}: training-mode Dropout (random drops) is not supported")
+    if training is not False and ratio != 0:        # an input decides: checked at each call
+        b.guards.append(TrainingGuard(b.node_name, training, ratio))
     b.view(node.input[0], b.out_shape(), b.out())
     if len(node.output) > 1 and node.output[1]:
         b.constants[node.output[1]] = np.ones(b.out_shape(1), dtype=bool)
+
+
+def _scalar(b: Builder, value: Any, kind: type) -> Any:
+    """A Dropout input as its constant value, or its name when it is a model input."""
+    if not isinstance(value, str):
+        return value
+    if value in b.constants:
+        return kind(b.constants[value])
+    if value in b.model_inputs:
+        return value
+    raise b.fail(f"input {value!r} must be a constant or a model input")
 
 
 @converts("Transpose")

@@ -37,7 +37,7 @@ from ..interop import as_numpy, contiguous
 from ..runtime import Kernel, resolve, with_config
 from .hoist import HoistedWeights, hoist_weights
 from .in_model import in_model_choices
-from .index_checks import index_checks
+from .input_checks import input_checks
 from .ir import Graph, Node, Value
 from .planner import ALIGN, ARENA, CONSTANT, OUTPUT, Plan, plan_buffers
 from .prepack import prepack_weights
@@ -121,7 +121,7 @@ class CompiledModel:
 
     def __init__(self, graph: Graph, db: Any = None, target: str = "llvm", prepack: bool = True,
                  fuse: bool = True, layout: str = "nchw", pinned: Mapping[str, int] | None = None) -> None:
-        self.index_checks = index_checks(graph)
+        self.input_checks = input_checks(graph)
         self.model_key = graph.structure_key(layout)
         self.graph, self.groups = prepare_graph(graph, target, db, prepack, fuse, layout)   # groups: None unfused
         graph = self.graph
@@ -162,7 +162,7 @@ class CompiledModel:
     def run(self, feeds: Mapping[str, Any]) -> list[np.ndarray]:
         """The outputs, in the graph's order, for these inputs by name."""
         env = _check_feeds(self.graph, feeds)
-        for check in self.index_checks:
+        for check in self.input_checks:
             check(env)
         with self._lock:
             if self._native is None:
@@ -172,7 +172,8 @@ class CompiledModel:
             else:                           # the kernels read the fixed memory at bound addresses
                 self._start_call(env, fixed=False)
                 self._native.run(env)
-        return [env[name] if fresh else (env[name] if name in env else self.buffers[name]).copy() for name, fresh in self._returns]
+        kept = self.buffers
+        return [env[n] if fresh else (env[n] if n in env else kept[n]).copy() for n, fresh in self._returns]
 
     def _start_call(self, env: dict[str, np.ndarray], fixed: bool = True) -> None:
         """Bind fresh output arrays (and, with `fixed`, the fixed memory) into a call's environment."""

@@ -149,7 +149,7 @@ def _rebuild(graph: Graph, kernels: list[Node], added: dict[str, Any]) -> Graph:
     nodes = _order(list(kernels), views, available)
     read = {v for n in nodes for v in n.inputs} | {v.name for v in graph.outputs}
     fused = Graph(list(graph.inputs), list(graph.outputs), values,
-                  {k: a for k, a in constants.items() if k in read}, nodes, graph.name)
+                  {k: a for k, a in constants.items() if k in read}, nodes, graph.name, graph.guards)
     fused.validate()
     return fused
 

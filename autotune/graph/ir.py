@@ -64,9 +64,22 @@ class Node:
         return self.op, repr(sorted(self.params.items())), self.dtype
 
 
+@dataclass(frozen=True)
+class TrainingGuard:
+    """A node the graph runs as in inference (a Dropout as the identity) whose training mode, or
+    drop ratio, is a model input: each call checks that the inputs do not ask for training
+    (`autotune.graph.input_checks`). `training_mode` and `ratio` name model inputs or hold the
+    constant values."""
+
+    node: str
+    training_mode: str | bool
+    ratio: str | float
+
+
 @dataclass
 class Graph:
-    """Inputs and outputs (in the model's order), every value, the constants and the nodes."""
+    """Inputs and outputs (in the model's order), every value, the constants and the nodes;
+    `guards`: what the calls' inputs must not ask for (`TrainingGuard`)."""
 
     inputs: list[Value]
     outputs: list[Value]
@@ -74,6 +87,7 @@ class Graph:
     constants: dict[str, np.ndarray]
     nodes: list[Node]
     name: str = "graph"
+    guards: tuple[TrainingGuard, ...] = ()
 
     def value(self, name: str) -> Value:
         try:
@@ -127,6 +141,11 @@ class Graph:
         for v in self.outputs:
             if v.name not in produced:
                 raise ValueError(f"graph {self.name!r}: output {v.name!r} is never produced")
+        inputs = {v.name for v in self.inputs}
+        for g in self.guards:
+            for read in (g.training_mode, g.ratio):
+                if isinstance(read, str) and read not in inputs:
+                    raise ValueError(f"graph {self.name!r}: guard of node {g.node!r} reads {read!r}, not a model input")
 
     def structure_key(self, *context: str) -> str:
         """A hash of what the graph computes and how it is wired (its text, with the nodes'

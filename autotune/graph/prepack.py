@@ -45,7 +45,7 @@ def prepack_weights(graph: Graph, target: str = "llvm", db: Any = None) -> Graph
     used = {v for n in nodes for v in n.inputs} | {v.name for v in graph.outputs}
     constants = {k: a for k, a in constants.items() if k in used}
     values = {k: v for k, v in values.items() if k not in graph.constants or k in used}
-    return Graph(graph.inputs, graph.outputs, values, constants, nodes, graph.name)
+    return Graph(graph.inputs, graph.outputs, values, constants, nodes, graph.name, graph.guards)
 
 
 def _packable(graph: Graph, node: Node) -> bool:

@@ -109,3 +109,33 @@ def test_tensors_with_no_elements():
     consts = {"b": np.array([4]), "e": np.array([4]), "ax": np.array([1])}
     model = make_model(nodes, {"x": ((3, 7), F)}, ["none", "total", "top", "y"], consts, opset=18)
     _check(model, {"x": RNG.standard_normal((3, 7)).astype(F)})
+
+
+def _dropout(training_init=None, ratio_init=None):
+    """Dropout(x, ratio, training_mode) with each of ratio and training_mode a model input, or the
+    constant given."""
+    inits = {k: v for k, v in (("r", ratio_init), ("t", training_init)) if v is not None}
+    inputs = {"x": ((3, 5), F), **{k: ((), dt) for k, dt in (("r", F), ("t", np.bool_)) if k not in inits}}
+    node = helper.make_node("Dropout", ["x", "r", "t"], ["y"], name="drop")
+    return make_model([node], inputs, ["y"], inits, 18)
+
+
+def test_dropout_whose_inputs_ask_for_training_is_an_error_never_the_identity():
+    x = RNG.standard_normal((3, 5)).astype(F)
+    m = compile_model(_dropout())
+    for t, r in ((False, 0.5), (True, 0.0)):            # inference, or a drop ratio of 0: the identity
+        np.testing.assert_array_equal(m.run({"x": x, "r": np.array(r, F), "t": np.array(t)})[0], x)
+    with pytest.raises(ValueError, match=r"node 'drop' \(Dropout\): training_mode is true with ratio 0.5"):
+        m.run({"x": x, "r": np.array(0.5, F), "t": np.array(True)})
+    fixed_ratio = compile_model(_dropout(ratio_init=np.array(0.25, F)))
+    with pytest.raises(ValueError, match=r"training_mode is true with ratio 0\.25"):
+        fixed_ratio.run({"x": x, "t": np.array(True)})
+    np.testing.assert_array_equal(fixed_ratio.run({"x": x, "t": np.array(False)})[0], x)
+
+
+def test_dropout_with_constant_training_is_unsupported_at_load_unless_its_ratio_is_zero():
+    with pytest.raises(ValueError, match=r"Dropout 'drop': training_mode is true with ratio 0.5: training-mode"):
+        compile_model(_dropout(training_init=np.array(True), ratio_init=np.array(0.5, F)))
+    m = compile_model(_dropout(training_init=np.array(True), ratio_init=np.array(0.0, F)))
+    x = RNG.standard_normal((3, 5)).astype(F)
+    np.testing.assert_array_equal(m.run({"x": x})[0], x)
