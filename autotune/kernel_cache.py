@@ -152,6 +152,14 @@ class MemoryCache:
         self._items: OrderedDict[Any, Any] = OrderedDict()
         self._lock = threading.Lock()
 
+    def get(self, key: Any) -> Any:
+        """The value kept under `key`, or None."""
+        with self._lock:
+            value = self._items.get(key)
+            if value is not None:
+                self._items.move_to_end(key)
+            return value
+
     def get_or_create(self, key: Any, create: Callable[[], Any]) -> Any:
         with self._lock:
             if key in self._items:

@@ -298,6 +298,32 @@ def load(op: str, target: str = "llvm", db: Any = None, dtype: str = "float32", 
 def resolve(op: str, target: str = "llvm", db: Any = None, dtype: str = "float32", *,
             constant_inputs: Sequence[int] = (), **params: Any) -> Kernel:
     """`load`'s kernel, not yet compiled: its task, config and provenance (`func` compiles it)."""
+    call = _call_key(op, target, db, dtype, constant_inputs, params)
+    kernel = _RESOLVED.get(call) if call is not None else None
+    if kernel is not None:
+        return kernel
+    kernel = _resolve_checked(op, target, db, dtype, constant_inputs, params)
+    return kernel if call is None else _RESOLVED.get_or_create(call, lambda: kernel)
+
+
+def _call_key(op: Any, target: Any, db: Any, dtype: Any, constant_inputs: Any, params: dict[str, Any]) -> Any:
+    """`load`'s arguments exactly as given, each with its type (64.0 is not 64), where they are
+    plain ints, floats, strings and tuples of ints: a repeated call then finds its kernel without
+    checking and normalising them again. None for anything else (the checked path keys it)."""
+    plain = (int, float, str)
+
+    def exact(v: Any) -> bool:
+        return type(v) in plain or (type(v) is tuple and all(type(x) is int for x in v))
+
+    if not (all(exact(v) for v in (op, target, dtype, *params.values()))
+            and type(constant_inputs) is tuple and all(type(p) is int for p in constant_inputs)
+            and (db is None or type(db) is str)):
+        return None
+    return ("call", op, target, db, dtype, constant_inputs, *((k, type(v), v) for k, v in params.items()))
+
+
+def _resolve_checked(op: str, target: str, db: Any, dtype: str, constant_inputs: Sequence[int],
+                     params: dict[str, Any]) -> Kernel:
     params = {name: _param_value(op, name, value) for name, value in params.items()}
     consts = _positions(op, constant_inputs)
     db_key = db if isinstance(db, (str, type(None))) else id(db)

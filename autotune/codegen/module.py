@@ -159,17 +159,19 @@ class BuiltFunction:
             if not isinstance(a, np.ndarray):
                 raise ArgumentError(f"{what}: expected a numpy.ndarray, got {type(a).__name__}")
             check_host_array(a, what, dtype, shape, pos in self._outputs, self.name)
-            if not a.flags.c_contiguous:
+            flags = a.flags
+            if not flags.c_contiguous:
                 raise ValueError(f"{what}: expected a C-contiguous array, got strides {a.strides}; "
                                  "use np.ascontiguousarray")
-            if not a.flags.aligned:
+            if not flags.aligned:
                 raise ValueError(f"{what}: expected an array aligned to its {a.itemsize}-byte "
                                  "elements, got a misaligned one")
         for i in range(len(arrays)):
             for j in range(i + 1, len(arrays)):
-                # every parameter is `noalias`, which only forbids overlap with memory the kernel writes
+                # every parameter is `noalias`, which only forbids overlap with memory the kernel writes;
+                # C-contiguous arrays fill their address range, so overlapping ranges share memory
                 written = i in self._outputs or j in self._outputs
-                if written and np.shares_memory(arrays[i], arrays[j]):
+                if written and np.may_share_memory(arrays[i], arrays[j]):
                     raise ValueError(f"argument {i} ({params[i][0]}) and argument {j} "
                                      f"({params[j][0]}) share memory; pass distinct arrays")
 

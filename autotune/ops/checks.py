@@ -18,11 +18,11 @@ def arrays(op: str, names: tuple[str, ...], values: tuple[Any, ...], ndims: tupl
             raise TypeError(f"{op}: argument {name} must be a numpy array, got {type(a).__name__}")
         if nd is not None and a.ndim != nd:
             raise ValueError(f"{op}: argument {name} must be {nd}-d, got shape {a.shape}")
-    dtypes = {a.dtype.name for a in values}
+    dtypes = {a.dtype for a in values}
     if len(dtypes) != 1:
         raise TypeError(f"{op}: arguments {', '.join(names)} must share a dtype, got "
                         + ", ".join(f"{n}={a.dtype}" for n, a in zip(names, values)))
-    dtype = dtypes.pop()
+    dtype = dtypes.pop().name
     try:
         dtype_info(dtype)
     except TypeError:
