@@ -11,7 +11,8 @@ onnxruntime on every shape of benchmarks/generalization_cases.py, measured in on
    without it, tune's own warm start from other shapes' records in the database is what transfers);
 3. timed in this process, interleaved: each pass's best kernel (`autotune.load`, run as a model
    runs it: a GEMM with a constant weight as its `*_packed` kernel, a conv with its weight
-   transforms done once, see generalization_cases.py), numpy and a
+   transforms done once, see generalization_cases.py; bound once to its arrays, as a model binds
+   its kernels and as onnxruntime's IO binding binds its model's), numpy and a
    one-node onnxruntime model (benchmarks/references.py). Per implementation: the fastest of
    5 x n calls, in 5 rounds taking turns with the others, n calls per round after a warm-up call
    (benchmarks/timing.py), n in [5, 50] sized to ~0.1 s of numpy's fastest call. Not the median:
@@ -132,8 +133,9 @@ def pass_transfer(cases: list[Case], trials: int, work: Path) -> list[Tuned]:
 
 
 def kernel_run(case: Case, db: Path, inputs: list[np.ndarray], out_shape: tuple[int, ...]) -> Any:
-    """The best kernel of the database at this shape as a call into a preallocated output, its
-    weight transforms done once as in a model, or None when the pass stored no valid record."""
+    """The best kernel of the database at this shape as a call bound to its arrays and a
+    preallocated output (checked once, as a model binds its kernels), its weight transforms
+    done once as in a model, or None when the pass stored no valid record."""
     op, params = case.kernel_op()
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="autotune: no tuned record")
@@ -143,11 +145,13 @@ def kernel_run(case: Case, db: Path, inputs: list[np.ndarray], out_shape: tuple[
     out, args = np.empty(out_shape, np.float32), case.kernel_inputs(inputs)
     split = hoist(kernel, case.weights)
     if split is None:
-        return lambda: kernel(*args, out=out)
-    call = hoisted_inputs({"prologue_inputs": split.prologue_inputs, "sources": split.sources}, split.prologue, args)
+        bound = kernel.func.bind(*args, out)
+    else:
+        sources = {"prologue_inputs": split.prologue_inputs, "sources": split.sources}
+        bound = split.func.bind(*hoisted_inputs(sources, split.prologue, args), out)
 
     def run() -> np.ndarray:
-        split.func(*call, out)
+        bound()
         return out
     return run
 
