@@ -67,3 +67,20 @@ def test_fixed_arrays_are_checked_when_the_call_is_made():
     triple = elementwise("seq_triple3", "float32", N, lambda x: mul(x, c(3.0, "float32")))
     with pytest.raises(ValueError, match=r"argument 1 \(B\): expected shape"):
         triple.native_call("x", np.zeros(N + 1, np.float32))
+
+
+def test_a_model_run_raises_the_failing_kernels_own_error():
+    """The graph runtime's native steps: per-call arrays by name, fixed ones bound, and a failing
+    kernel's status raised as that kernel's MemoryError."""
+    from autotune.graph.executor import _native_sequence, _Step
+
+    triple, huge = elementwise("seq_triple4", "float32", N, lambda x: mul(x, c(3.0, "float32"))), failing_kernel()
+    buffers = {"mid": np.zeros(N, np.float32)}
+    steps = [(0, _Step(triple, ("x", "mid"), triple.bind_free(None, buffers["mid"]), ("x",))),
+             (1, _Step(huge, ("mid", "y"), huge.bind_free(buffers["mid"], None), ("y",)))]
+    native = _native_sequence(steps, buffers)
+    assert native is not None
+    env = {"x": np.ones(N, np.float32), "y": np.zeros(N, np.float32)}
+    with pytest.raises(MemoryError, match="huge: could not allocate"):
+        native.run(env)
+    np.testing.assert_array_equal(buffers["mid"], 3.0)
