@@ -69,7 +69,7 @@ class Case:
         """The panel width a constant GEMM weight is packed in (None: the kernel takes it as is)."""
         if self.family not in ("matmul", "dense") or 1 not in self.weights:
             return None
-        return default_panel(Target.parse("llvm"), "float32")
+        return default_panel(Target.parse("llvm"), "float32", self.params["N"])
 
     def kernel_op(self) -> tuple[str, dict[str, Any]]:
         """The op and parameters of the kernel that is tuned and timed."""

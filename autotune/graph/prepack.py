@@ -4,7 +4,8 @@ becomes its `*_packed` node, reading a constant already in the kernels' panel la
 The plain kernels pack the weight into column panels on every call; ONNX Runtime's MLAS and
 TVM's alter-op-layout pack a constant weight once. The panel width is the layout: the fastest
 tuned `*_packed` kernel's panel when the database has one for the shape, else the tuned plain
-kernel's tile width (what its search found), else the template's rule (two vectors).
+kernel's tile width (what its search found), else the rule (`default_panel`: two vectors, or one
+where that pads the last panel less).
 """
 from __future__ import annotations
 
@@ -68,4 +69,4 @@ def choose_panel(node: Node, target: str, tdb: Any) -> int:
             width = int(task.config(plain.config)["tile_x"].size[-1])
             if width in PANEL_WIDTHS:
                 return width
-    return default_panel(tgt, node.dtype)
+    return default_panel(tgt, node.dtype, node.params["N"])

@@ -27,11 +27,12 @@ def pack_weight(w: np.ndarray, transposed: bool = False, panel: int | None = Non
                 target: str = "llvm") -> PackedWeight:
     """Pack a matmul B (K x N), or a dense W (N x K) with `transposed`, for repeated calls.
 
-    `panel` (columns per panel) defaults to the matmul template's rule for `target`: two vectors."""
+    `panel` (columns per panel) defaults to the rule for `target` and N (`default_panel`): two
+    vectors, or one where that pads less."""
     dtype = _arrays("pack_weight", ("w",), (w,), (2,))
-    panel = default_panel(Target.parse(target), dtype) if panel is None else panel
-    check_panel("pack_weight", panel)
     K, N = (w.shape[1], w.shape[0]) if transposed else w.shape
+    panel = default_panel(Target.parse(target), dtype, N) if panel is None else panel
+    check_panel("pack_weight", panel)
     return PackedWeight(pack_panels(w, panel, transposed), K, N, panel)
 
 

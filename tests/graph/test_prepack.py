@@ -48,7 +48,7 @@ def test_constant_weights_are_packed_once_and_answers_stay(tmp_path):
     ops = [n.op for n in m.graph.nodes]
     assert ops == ["matmul_packed", "matmul_packed", "matmul", "add", "add", "dense_packed"]
     assert [k["op"] for k in m.summary()["kernels"]] == ["matmul_packed", "matmul", "add", "dense_packed"]
-    panel = default_panel(Target.parse("llvm"), "float32")
+    panel = default_panel(Target.parse("llvm"), "float32", 37)
     # w packed once for both matmuls; the unpacked sources dropped
     assert sorted(m.graph.constants) == ["bias", f"w.panels{panel}", f"wd.panels{panel}"]
     x, b = rand(7, 29), rand(29, 37)
@@ -84,7 +84,7 @@ def _panel_of(db_path):
 def test_panel_comes_from_the_database_then_the_rule(tmp_path):
     path = tmp_path / "tuning.db"
     params = dict(M=7, N=37, K=29)
-    assert _panel_of(tmp_path / "absent.db") == default_panel(Target.parse("llvm"), "float32")
+    assert _panel_of(tmp_path / "absent.db") == default_panel(Target.parse("llvm"), "float32", 37)
     plain = autotune.create_task("matmul", **params)
     index = next(i for i in range(len(plain.config_space)) if plain.config(i)["tile_x"].size[-1] == 24)
     _store(path, "matmul", params, index, 1e-3)

@@ -54,3 +54,18 @@ def test_packed_weight_errors_name_what_is_wrong():
         autotune.ops.dense(rand(3, 5), autotune.ops.pack_weight(rand(4, 5), transposed=True), rand(5))
     with pytest.raises(ValueError, match="panel must be one of"):
         autotune.create_task("matmul_packed", M=3, N=4, K=5, panel=7)
+
+
+@pytest.mark.parametrize("key, N, panel", [
+    ("llvm -mcpu=x -features=avx2,avx512f,fma -cores=2", 1024, 32),   # no padding: two vectors
+    ("llvm -mcpu=x -features=avx2,avx512f,fma -cores=2", 197, 16),    # 27 padded columns against 11
+    ("llvm -mcpu=x -features=avx2,avx512f,fma -cores=2", 220, 32),    # 4 against 4: two vectors
+    ("llvm -mcpu=x -features=avx2,avx512f,fma -cores=2", 49, 32),     # 15 against 15
+    ("llvm -mcpu=x -features=avx2,fma -cores=2", 197, 8),             # AVX2: 16 lanes two vectors, 8 one
+    ("llvm -mcpu=x -features=avx2,fma -cores=2", 208, 16),
+])
+def test_default_panel_is_two_vectors_unless_one_pads_less(key, N, panel):
+    from autotune.schedules.cpu.panels import default_panel
+    from autotune.target import Target
+
+    assert default_panel(Target.from_key(key), "float32", N) == panel
