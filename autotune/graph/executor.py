@@ -297,9 +297,10 @@ def _native_sequence(steps: list[tuple[int, _Step | _View]], buffers: dict[str, 
             name = root[name]
         return name
 
-    calls = [s.func.native_call(*(buffers[a] if a in buffers else per_call(a) for a in s.args))  # type: ignore[attr-defined]
-             for s in kernels]
-    return _NativeSteps(NativeSequence(calls, keep=[s.func for s in kernels]), views, [s.func for s in kernels])
+    funcs = [s.func for s in kernels]
+    calls = [f.native_call(*(buffers[a] if a in buffers else per_call(a) for a in s.args))  # type: ignore[attr-defined]
+             for f, s in zip(funcs, kernels)]
+    return _NativeSteps(NativeSequence(calls, keep=funcs), views, funcs)
 
 
 def _run(step: _Step | _View, env: dict[str, np.ndarray]) -> None:

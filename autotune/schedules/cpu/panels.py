@@ -13,7 +13,7 @@ import numpy as np
 
 from ...dtype import dtype_info
 from ...target import Target
-from .rules import two_vectors
+from .rules import closest, two_vectors
 
 PANEL_WIDTHS = (8, 16, 24, 32, 48, 64, 96, 128)   # the matmul template's tile_x columns
 
@@ -33,8 +33,8 @@ def default_panel(target: Target, dtype: str, N: int) -> int:
     costs a full column of multiply-adds (Zen 4, 2 threads, bound calls, one vector / two:
     N=197 1.09x, N=100 1.14x, N=300 1.04x, N=521 1.05x; N=768, 1024 and 3072, no padding
     either way, 0.98-1.02x)."""
-    two = two_vectors(target.cpu.lanes(dtype_info(dtype).bytes), PANEL_WIDTHS)
-    one = max(w for w in PANEL_WIDTHS if w <= max(two // 2, PANEL_WIDTHS[0]))
+    lanes = target.cpu.lanes(dtype_info(dtype).bytes)
+    one, two = closest(lanes, PANEL_WIDTHS), two_vectors(lanes, PANEL_WIDTHS)
     return one if _padding(N, one) < _padding(N, two) else two
 
 
