@@ -286,9 +286,15 @@ class LLVMCodegen:
     def _load(self, e: Load) -> ir.Value:
         base, elem, b = self.buffer_ptr(e.buffer), h.memory_type(e.dtype), self.b
         mask = self._mask(e.predicate, e.lanes)
-        if isinstance(e.index, Broadcast) and mask is None:     # one element, every lane
-            value = h.splat(b, b.load(h.element_ptr(b, base, self.index(e.index.value), elem),
-                                      typ=elem, align=h.element_bytes(elem)), e.lanes)
+        if isinstance(e.index, Broadcast):     # one element, every lane
+            index = self.index(e.index.value)
+            if mask is not None:    # read while any lane is on, else element 0 (always there)
+                any_lane = h.call_intrinsic(b, "vector.reduce.or", [mask], ret=ir.IntType(1))
+                index = b.select(any_lane, index, h.const_like(index.type, 0))
+            value = h.splat(b, b.load(h.element_ptr(b, base, index, elem), typ=elem,
+                                      align=h.element_bytes(elem)), e.lanes)
+            if mask is not None:
+                value = b.select(mask, value, h.const_like(value.type, 0))
         elif _is_contiguous(e.index):
             ptr = h.element_ptr(b, base, self.index(e.index.base), elem)
             value = h.load_vector(b, ptr, h.vector_of(elem, e.lanes), mask)

@@ -80,6 +80,22 @@ def test_predicated_gather_and_scatter():
     np.testing.assert_allclose(out, expect, rtol=1e-6)
 
 
+def test_predicated_broadcast_reads_one_element():
+    """A broadcast element under a lane mask (a tail tile's weight) is one scalar load, not a
+    gather; where no lane is on its address is never read (here past the end of W)."""
+    n, lanes = 3, 8
+    W, B = Buffer("W", (n,), "float32"), Buffer("B", ((n + 1) * lanes,), "float32")
+    i = Var("i")
+    out = Ramp(mul(i, c(lanes)), c(1), lanes)
+    on = Compare(CmpOp.LT, Broadcast(i, lanes), Broadcast(c(n), lanes))     # off for i == n
+    body = loop(i, n + 1, Store(B, out, Load(W, Broadcast(i, lanes), on)))
+    f = build_module(PrimFunc("bcast", (W, B), body))
+    w, got = rng.random(n, np.float32), np.full((n + 1) * lanes, -1, np.float32)
+    f(w, got)
+    np.testing.assert_array_equal(got, np.repeat(np.append(w, 0), lanes))
+    assert "gather" not in f.get_source("ll-raw") and "vector.reduce.or" in f.get_source("ll-raw")
+
+
 @settings(max_examples=25, deadline=None)
 @given(stride=st.integers(2, 5), lanes=st.sampled_from([2, 4, 8, 16]), blocks=st.integers(1, 5),
        offset=st.integers(0, 3), cut=st.integers(0, 40))
