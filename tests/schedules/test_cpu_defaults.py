@@ -119,6 +119,11 @@ VECTOR_RULES = [
     # output rows of 56: more than 4 AVX2 vectors, one block of the whole row on AVX-512 (no tail block)
     ("max_pool2d", dict(shape=(1, 17, 29, 111), kernel=3, stride=2, padding=1), "tile_inner", [-1, 4, 8],
      [-1, 1, 56]),
+    # 4 input channels: half an AVX2 vector for Winograd's input transform, a quarter of AVX-512's
+    ("conv2d_grouped", dict(N=1, C=4, H=56, W=56, F=64, KH=3, KW=3, **CONV), "algorithm", "winograd", "nchw"),
+    # 12 input channels, 3x3 stride 2: blocked on AVX2, fewer than a vector of them on AVX-512
+    ("conv2d_grouped", dict(N=1, C=12, H=57, W=57, F=40, KH=3, KW=3, stride=2, padding=1, dilation=1, groups=1),
+     "algorithm", "nchwc", "nchw"),
     ("attention", dict(batch=1, heads=8, seq_q=1024, seq_k=1024, head_dim=64, causal=0), "out_width", 32, 64),
 ]
 
@@ -128,6 +133,17 @@ VECTOR_RULES = [
 def test_the_default_follows_the_vector_width(op, params, knob, avx2, avx512):
     assert default(op, AVX2, **params)[knob] == avx2
     assert default(op, AVX512, **params)[knob] == avx512
+
+
+@pytest.mark.parametrize("C, F, H, stride, groups, pad", [
+    (3, 32, 224, 2, 1, "inline"),     # MobileNet-V2's stem: 112 columns, tiles of 8
+    (6, 24, 97, 1, 1, "root"),        # 97 columns in tiles of 16: a tail tile
+    (6, 6, 97, 1, 6, "inline"),       # depthwise: one filter per channel, a copy costs the conv
+])
+def test_the_nchw_conv_pads_inline_unless_its_columns_have_a_tail(C, F, H, stride, groups, pad):
+    knobs = default("conv2d_grouped", AVX512, N=1, C=C, H=H, W=H, F=F, KH=3, KW=3, stride=stride, padding=1,
+                    dilation=1, groups=groups)
+    assert knobs["pad"] == pad
 
 
 def test_the_register_tile_follows_the_register_count():

@@ -15,7 +15,10 @@ layer's arithmetic and data volumes:
               feeds too few multiply-adds, whether read from memory or remade per call (2
               threads, weights cold, Winograd against "nchwc": ResNet-18's 256-channel 14x14
               layer, 16 tiles of 4x4, 1.25 / 1.09 ms; 64 channels at 14x14 0.126 / 0.075; 96
-              at 20x20, 25 tiles, 0.335 / 0.265; with 49 tiles, 64 at 28x28, 0.193 / 0.256)
+              at 20x20, 25 tiles, 0.335 / 0.265; with 49 tiles, 64 at 28x28, 0.193 / 0.256);
+              and when the input channels fill at least a third of a vector
+              (`conv2d_winograd.few_channels`: its input transform runs along them; Zen 4,
+              2 threads, x onnxruntime: 1 channel 0.18, 3 0.31, 4 0.78, against 6 1.11, 8 1.20)
   "gemm"      next when the weights outweigh the input (F*C/g*KH*KW > N*C*H*W, deep narrow layers)
               and are not constant: it reads the weights in place, where "nchwc" repacks them
               on every call. A model's weights are constant (`rules.constant_input`): it repacks
@@ -53,7 +56,19 @@ layer's arithmetic and data volumes:
               most MAX_SHUFFLED_STRIDE (1 to 4; a strided vector load is then one load of the span
               and a shuffle): 9 multiply-adds per output do not pay for the blocked layout's
               transposes (MobileNet-V2's 3x3 stride-2 layers, 2 threads: 96 channels at 112x112
-              0.180 ms NCHW's default, 0.329 ms blocked; 144 at 56x56 0.080 / 0.125)
+              0.180 ms NCHW's default, 0.329 ms blocked; 144 at 56x56 0.080 / 0.125); and, unless
+              Winograd went first, for layers of one group and fewer than a vector of input
+              channels at stride 1, or with a stride and taps of at most SHORT_STRIDED_KERNEL:
+              the blocked layout's channel blocks are then single channels, and its output
+              transpose costs what the few multiply-adds per output save (Zen 4, 2 threads, x onnxruntime, blocked
+              / NCHW: MobileNet-V2's stem, 3->32 at 224x224 3x3 stride 2, 0.65 / 0.93; 3->64 at
+              112x112 stride 2 0.63 / 0.97; 1->32 at 96x96 stride 2 0.57 / 0.96; 8->32 at 112x112
+              stride 2 0.81 / 0.86; 1->32 at 128x128 0.80 / 2.09; 4->64 at 56x56 0.59 / 0.91;
+              3->64 at 224x224 7x7 0.98 / 1.12; 5->16 at 64x64 5x5 0.83 / 1.11; odd sizes alike:
+              3->32 at 225x225 stride 2 0.65 / 0.64, 4->24 at 99x99 stride 2 0.70 / 0.72, 3->16
+              at 160x160 stride 2 0.70 / 0.66). Larger taps with a stride stay blocked: 5x5 and
+              7x7 stride 2 on 3 channels ran 0.37, 0.68 and 0.89 in NCHW against 0.81, 0.85 and
+              0.89 blocked
 The rules of each algorithm's own knobs are in its module docstring.
 
 "conv2d" keeps its parameters, so its workload keys stay valid; records made before the
@@ -81,6 +96,7 @@ ALGORITHMS: dict[str, ModuleType] = {"winograd": winograd, "nchwc": nchwc, "gemm
 WINOGRAD_SAVING = 2.0
 POINTWISE_GEMM_CHANNELS = 256
 STRIDED_POINTWISE_TRANSPOSES = 0.02
+SHORT_STRIDED_KERNEL = 3
 
 
 def conv2d_nchw(X: te.Tensor, Wt: te.Tensor, stride: Any, padding: Any, name: str = "Y") -> tuple[te.Tensor, te.Tensor]:
@@ -105,9 +121,12 @@ def algorithm_order(g: ConvGeometry, N: int, vec: int, constant_weights: bool = 
     """The algorithms that apply to this layer, the default rule's pick first (module docstring),
     on a target of `vec` lanes; with `constant_weights` no weight repack costs anything per call."""
     names = [name for name, module in ALGORITHMS.items() if module.APPLIES(g)]
-    if "winograd" in names and (winograd.multiply_saving(g, N) < WINOGRAD_SAVING or winograd.few_tiles(g, N, vec)):
+    if "winograd" in names and (winograd.multiply_saving(g, N) < WINOGRAD_SAVING or winograd.few_tiles(g, N, vec)
+                                or winograd.few_channels(g, vec)):
         names.append(names.pop(names.index("winograd")))
-    if g.groups == g.in_channels == g.out_channels and max(g.stride) <= MAX_SHUFFLED_STRIDE:
+    depthwise = g.groups == g.in_channels == g.out_channels
+    if ((depthwise and max(g.stride) <= MAX_SHUFFLED_STRIDE)
+            or (_few_channels(g, vec) and names[0] != "winograd")):
         names.insert(0, names.pop(names.index("nchw")))
     weights = g.out_channels * g.in_channels // g.groups * g.kernel[0] * g.kernel[1]
     heavy_weights = not constant_weights and weights > N * g.in_channels * g.spatial[0] * g.spatial[1]
@@ -115,6 +134,14 @@ def algorithm_order(g: ConvGeometry, N: int, vec: int, constant_weights: bool = 
     if "gemm" in names and names[0] != "winograd" and (heavy_weights or pointwise):
         names.insert(0, names.pop(names.index("gemm")))
     return names
+
+
+def _few_channels(g: ConvGeometry, vec: int) -> bool:
+    """A conv of one group and fewer than a vector of input channels, at stride 1 or with at most
+    3x3 taps: the blocked layout's channel blocks are single channels, and its output transpose
+    costs what the few multiply-adds per output save."""
+    small_taps = max(g.kernel) <= SHORT_STRIDED_KERNEL
+    return g.groups == 1 and g.in_channels < vec and (g.stride == (1, 1) or small_taps)
 
 
 def _shallow_pointwise(g: ConvGeometry) -> bool:

@@ -59,6 +59,13 @@ def multiply_saving(g: ConvGeometry, N: int) -> float:
     return 9 * N * g.out[0] * g.out[1] / ((m + 2) ** 2 * N * th * tw + kernel_transform)
 
 
+def few_channels(g: ConvGeometry, vec: int) -> bool:
+    """Whether the input channels fill under a third of a vector (`vec` lanes): the input
+    transform and its NHWC copy run along the channels, so most of each vector is idle, and
+    the GEMMs reduce over fewer channels than a register tile's loop overhead amortises."""
+    return 3 * g.in_channels < vec
+
+
 def few_tiles(g: ConvGeometry, N: int, vec: int) -> bool:
     """Whether the tiles of all images at the default m number at most 2 vectors (`vec` lanes):
     each element of U then feeds too few multiply-adds for the GEMMs to keep up with reading it
