@@ -13,6 +13,9 @@ every shape it tunes, as data, with its numpy and onnxruntime references (benchm
   [101, 1999]; in the first three shapes every size is a prime. conv (groups 1): C, F odd in
   [17, 511], kernel 1, 3 or 5 (pad kernel // 2), stride 1 or 2, H = W odd in [7, 111], the first
   three with prime C, F and H; H is redrawn below the last draw until the conv is <= 1 GFLOP.
+  And 6 "random stem" convs, a network's first layer on an image of few channels: C odd in
+  [1, 15], F odd in [17, 63], kernel 3, 5 or 7, stride 1 or 2, H odd in [31, 227] (primes and
+  the GFLOP bound as for conv).
 
 A layer's weight and bias are model constants (ONNX initializers); a random matmul's B is not.
 A kernel with constant inputs is tuned and timed as `compile_model` runs it, as onnxruntime packs
@@ -168,18 +171,28 @@ def _odd(rng: np.random.Generator, lo: int, hi: int, primes: bool) -> int:
     return int(rng.choice(pool))
 
 
+def _random_convs(rng: np.random.Generator, name: str, sizes: tuple[tuple[int, int], ...],
+                  kernels: tuple[int, ...]) -> list[Case]:
+    """RANDOM_PER_FAMILY convs of odd C, F, H in `sizes` (primes in the first three), a kernel of
+    `kernels`, stride 1 or 2; H redrawn below the last draw until the conv is <= 1 GFLOP."""
+    cases = []
+    for i in range(RANDOM_PER_FAMILY):
+        c, f, h = (_odd(rng, lo, hi, i < 3) for lo, hi in sizes)
+        k, s = int(rng.choice(kernels)), int(rng.choice([1, 2]))
+        while 2 * c * f * k * k * conv_out(h, k, s, k // 2) ** 2 > 1e9:
+            h = _odd(rng, max(k, sizes[2][0]), h - 1, i < 3)
+        cases.append(conv(f"{name} {i}", c, f, h, k, s, k // 2, random_odd=True))
+    return cases
+
+
 def random_cases(seed: int = SEED) -> list[Case]:
     rng, cases = np.random.default_rng(seed), []
     for op, weights in (("matmul", ()), ("dense", (1, 2))):
         for i in range(RANDOM_PER_FAMILY):
             m, n, k = (_odd(rng, 101, 1999, i < 3) for _ in range(3))
             cases.append(gemm(f"random {op} {i}", op, m, n, k, weights, random_odd=True))
-    for i in range(RANDOM_PER_FAMILY):
-        c, f, h = (_odd(rng, lo, hi, i < 3) for lo, hi in ((17, 511), (17, 511), (7, 111)))
-        k, s = int(rng.choice([1, 3, 5])), int(rng.choice([1, 2]))
-        while 2 * c * f * k * k * conv_out(h, k, s, k // 2) ** 2 > 1e9:
-            h = _odd(rng, max(k, 7), h - 1, i < 3)
-        cases.append(conv(f"random conv {i}", c, f, h, k, s, k // 2, random_odd=True))
+    cases += _random_convs(rng, "random conv", ((17, 511), (17, 511), (7, 111)), (1, 3, 5))
+    cases += _random_convs(rng, "random stem", ((1, 15), (17, 63), (31, 227)), (3, 5, 7))
     return cases
 
 

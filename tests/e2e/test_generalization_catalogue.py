@@ -46,7 +46,9 @@ def test_catalogue_has_what_issue_13_asks(cases_module):
         sizes = [v for c in rand for k, v in c.params.items() if k in ("M", "N", "K", "C", "F", "H")]
         assert all(v % 2 for v in sizes)
         assert any(all(v % q for q in range(2, math.isqrt(v) + 1)) for v in sizes)      # primes included
-    assert all(c.task().flop <= 1e9 for c in cases if c.name.startswith("random conv"))
+    assert all(c.task().flop <= 1e9 for c in cases if c.name.startswith(("random conv", "random stem")))
+    stems = [c.params for c in cases if c.name.startswith("random stem ")]
+    assert len(stems) == 6 and all(p["C"] < 16 and p["C"] % 2 for p in stems)
     assert [c.name for c in cases_module.quick(cases)] == list(cases_module.QUICK)
 
 
