@@ -111,8 +111,9 @@ def test_a_tail_in_every_block_and_tile(knobs):
     (64, 64, 28, 1, ["winograd", "nchwc", "gemm", "nchw"]),   # 3x3 stride 1: 2.4x fewer multiplies
     (64, 64, 14, 1, ["gemm", "nchwc", "nchw", "winograd"]),   # 16 tiles of 4x4: too few to feed on U
     (512, 512, 7, 1, ["gemm", "nchwc", "nchw", "winograd"]),  # 1.4x fewer only; weights >> input
-    (32, 64, 14, 4, ["nchwc", "gemm", "nchw"]),        # 16 filters per group: a full channel vector
-    (32, 32, 14, 8, ["gemm", "nchw"]),                 # 4 filters per group: too narrow for nchwc
+    (32, 64, 14, 4, ["nchwc", "nchw", "gemm"]),        # 16 filters per group: a full channel vector
+    (32, 32, 14, 8, ["nchw", "gemm"]),                 # 4 filters per group: too narrow for nchwc
+    (128, 128, 56, 32, ["nchw", "gemm"]),      # ResNeXt: a GEMM per group, narrower than its tile, last
     (144, 144, 14, 144, ["nchw"]),             # depthwise: the transposes would cost more than the conv
 ])
 def test_algorithms_offered_and_the_default_first(C, F, H, groups, want):
