@@ -5,6 +5,8 @@ every shape it tunes, as data, with its numpy and onnxruntime references (benchm
   the 3x3, the 1x1 projection shortcuts) and MobileNet-V2 (stem, 1x1 expand and project, depthwise
   3x3 with groups == C at stride 1 and 2, the last 1x1), both at 224x224, batch 1, as
   "conv2d_grouped". Bias and batch norm fold into the next op and are not part of the conv.
+- grouped conv: the 3x3 convs of ResNeXt-50 32x4d (32 groups, 128 to 1024 channels, stride 2 in
+  the first block of layers 2-4).
 - GEMM: BERT-base (768/3072), BERT-large (1024/4096) and GPT-2 small (768, fused qkv 768 -> 2304)
   at M = batch*seq = 128 and 512. The FFN up-projection, which an activation follows, is "dense"
   = relu(X @ W.T + bias) (ReLU in place of GELU; ONNX Gemm + Relu); the others (q, k, v or qkv,
@@ -135,6 +137,19 @@ def resnet50() -> list[Case]:
     return cases
 
 
+def resnext50() -> list[Case]:
+    """The grouped 3x3 convs of torchvision's ResNeXt-50 32x4d (its 1x1 convs have ResNet-50's
+    shapes at twice the width): 32 groups of width/32 channels, the stride on the first block's."""
+    cases, h = [], 56
+    for layer, (width, stride) in enumerate([(128, 1), (256, 2), (512, 2), (1024, 2)], 1):
+        at = f"resnext50 layer{layer}"
+        if stride > 1:
+            cases.append(conv(f"{at}.0.conv2", width, width, h, 3, stride, 1, groups=32))
+            h = conv_out(h, 3, stride, 1)
+        cases.append(conv(f"{at}.{int(stride > 1)}.conv2", width, width, h, 3, 1, 1, groups=32))
+    return cases
+
+
 def mobilenet_v2() -> list[Case]:
     cases = [conv("mobilenet_v2 stem", 3, 32, 224, 3, 2, 1)]
     c, h, block = 32, 112, 1
@@ -199,7 +214,7 @@ def random_cases(seed: int = SEED) -> list[Case]:
 def catalogue() -> list[Case]:
     """Every shape once (the first name of a repeated shape is kept), models first."""
     seen, cases = set(), []
-    for case in resnet50() + mobilenet_v2() + transformers() + random_cases():
+    for case in resnet50() + resnext50() + mobilenet_v2() + transformers() + random_cases():
         key = (case.op, tuple(sorted(case.params.items())))
         if key not in seen:
             seen.add(key)

@@ -39,6 +39,8 @@ def test_catalogue_has_what_issue_13_asks(cases_module):
     depthwise = [c.params for c in cases if c.family == "depthwise"]
     assert {p["stride"] for p in depthwise} == {1, 2} and all(p["groups"] == p["C"] == p["F"] for p in depthwise)
     assert any(c.params.get("KH") == 7 and c.params["stride"] == 2 for c in cases)        # the ResNet stem
+    grouped = [c.params for c in cases if c.family == "conv" and c.params["groups"] > 1]
+    assert len(grouped) == 7 and {p["stride"] for p in grouped} == {1, 2}                  # ResNeXt-50
     assert {c.params["M"] for c in cases if c.op in ("matmul", "dense") and not c.random_odd} == {128, 512}
     for family in ("matmul", "dense", "conv"):
         rand = [c for c in cases if c.name.startswith(f"random {family} ")]
