@@ -125,8 +125,10 @@ def test_conv2d_keeps_its_workload_key_and_knobs():
     t = autotune.create_task("conv2d", N=1, C=3, H=8, W=8, F=4, KH=3, KW=3, stride=1, padding=1)
     assert t.workload_key == "conv2d(N=1,C=3,H=8,W=8,F=4,KH=3,KW=3,stride=1,padding=1)float32"
     nchw = [n for n, k in t.config_space.knobs.items() if k.when == ("algorithm", ("nchw",))]
-    assert nchw == ["tile_f", "tile_y", "tile_x", "tile_rc", "reduce_order", "unroll_kw", "pad", "parallel"]
-    assert (t.config_space.knobs["algorithm"].absent, t.config_space.knobs["parallel"].absent) == ("nchw", "fused")
+    assert nchw == ["tile_f", "tile_y", "tile_x", "tile_rc", "reduce_order", "unroll_kw", "pad", "parallel",
+                    "unroll_window"]
+    absent = [t.config_space.knobs[name].absent for name in ("algorithm", "parallel", "unroll_window")]
+    assert absent == ["nchw", "fused", 0]
 
 
 # ---- random configs of every template -----------------------------------------------------------

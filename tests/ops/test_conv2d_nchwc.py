@@ -271,3 +271,48 @@ def test_a_depthwise_tile_has_no_tail_where_a_candidate_divides_and_one_row_with
     cfg = task.config(0)
     assert cfg["algorithm"].val == "nchw"
     assert (cfg["tile_x"].size[-1], cfg["tile_y"].size[-1]) == (tile_x, tile_y)
+
+
+@pytest.mark.parametrize("op, params, knobs", [
+    # depthwise 5x5, 4-row tiles over 11 rows and 8-column tiles over 13 columns: tails both ways
+    ("conv2d_grouped", dict(N=1, C=7, H=11, W=13, F=7, KH=5, KW=5, stride=1, padding=2, dilation=1, groups=7),
+     dict(tile_y=[-1, 4], tile_x=[-1, 8])),
+    # strided, dilated, with the bias + relu epilogue, the padding copied at root, the kernel loops
+    # outside the channels and 2 channels per tile (6 = 2 x 2 + 2)
+    ("conv2d_bias_relu", dict(N=1, C=6, H=12, W=9, F=6, KH=3, KW=2, stride=(2, 1), padding=(1, 0, 2, 1),
+                              dilation=(1, 2), groups=6),
+     dict(tile_y=[-1, 2], tile_f=[-1, 2], pad="root", reduce_order="kernel_outer", unroll_kw=0)),
+])
+def test_an_unrolled_window_computes_the_conv(op, params, knobs):
+    task = autotune.create_task(op, **params)
+    inputs = task.make_inputs(np.random.default_rng(7))
+    index = with_knobs(task, algorithm="nchw", unroll_window=1, **knobs)
+    assert task.config_space.get(index)["unroll_window"].val == 1
+    np.testing.assert_allclose(run_config(task, index, inputs), task.reference(inputs)[0], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("C, F, H, stride, groups, unrolled", [
+    (144, 144, 56, 1, 144, 1),      # depthwise, 4-row tiles: rows share input rows
+    (96, 96, 56, 1, 96, 1),         # 7x7 taps x 4 rows = 196 multiply-adds
+    (96, 96, 112, 2, 96, 0),        # one row per tile: nothing shared
+    (3, 32, 224, 2, 1, 0),          # 16 filters per tile already share each load
+])
+def test_the_window_is_unrolled_for_depthwise_tiles_of_several_rows(C, F, H, stride, groups, unrolled):
+    K = 7 if H == 56 and C == 96 else 3
+    task = autotune.create_task("conv2d_grouped", N=1, C=C, H=H, W=H, F=F, KH=K, KW=K, stride=stride, padding=K // 2,
+                                dilation=1, groups=groups)
+    record = task.config(0).to_json()["knobs"]
+    if record["algorithm"] != "nchw":
+        record = task.config(with_knobs(task, algorithm="nchw")).to_json()["knobs"]
+    assert record["unroll_window"] == unrolled
+
+
+def test_a_window_unrolled_past_its_bound_is_an_invalid_config():
+    task = autotune.create_task("conv2d_grouped", N=1, C=32, H=28, W=28, F=32, KH=7, KW=7, stride=1, padding=3,
+                                dilation=1, groups=32)
+    assert [e.val for e in task.config_space.knobs["unroll_window"].entities] == [1, 0]
+    assert task.is_valid(with_knobs(task, algorithm="nchw", unroll_window=1, tile_y=[-1, 4], tile_f=[-1, 1]))
+    assert not task.is_valid(with_knobs(task, algorithm="nchw", unroll_window=1, tile_y=[-1, 4], tile_f=[-1, 2]))
+    dense = autotune.create_task("conv2d_grouped", N=1, C=32, H=28, W=28, F=32, KH=7, KW=7, stride=1, padding=3,
+                                 dilation=1, groups=1)
+    assert [e.val for e in dense.config_space.knobs["unroll_window"].entities] == [0]
