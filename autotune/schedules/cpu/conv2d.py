@@ -67,8 +67,9 @@ layer's arithmetic and data volumes:
               Winograd went first, for layers of one group and fewer than a vector of input
               channels at stride 1, or with a stride and taps of at most SHORT_STRIDED_KERNEL:
               the blocked layout's channel blocks are then single channels, and its output
-              transpose costs what the few multiply-adds per output save (Zen 4, 2 threads, x onnxruntime, blocked
-              / NCHW: MobileNet-V2's stem, 3->32 at 224x224 3x3 stride 2, 0.65 / 0.93; 3->64 at
+              transpose costs what the few multiply-adds per output save (Zen 4, 2 threads, x
+              onnxruntime, blocked / NCHW: MobileNet-V2's stem, 3->32 at 224x224 3x3 stride 2,
+              0.65 / 0.93; 3->64 at
               112x112 stride 2 0.63 / 0.97; 1->32 at 96x96 stride 2 0.57 / 0.96; 8->32 at 112x112
               stride 2 0.81 / 0.86; 1->32 at 128x128 0.80 / 2.09; 4->64 at 56x56 0.59 / 0.91;
               3->64 at 224x224 7x7 0.98 / 1.12; 5->16 at 64x64 5x5 0.83 / 1.11; odd sizes alike:
@@ -131,11 +132,10 @@ def algorithm_order(g: ConvGeometry, N: int, vec: int, constant_weights: bool = 
     if "winograd" in names and (winograd.multiply_saving(g, N) < WINOGRAD_SAVING or winograd.few_tiles(g, N, vec)
                                 or winograd.few_channels(g, vec)):
         names.append(names.pop(names.index("winograd")))
-    depthwise = g.groups == g.in_channels == g.out_channels
-    if ((depthwise and max(g.stride) <= MAX_SHUFFLED_STRIDE)
+    if ((g.depthwise and max(g.stride) <= MAX_SHUFFLED_STRIDE)
             or (_few_channels(g, vec) and names[0] != "winograd")):
         names.insert(0, names.pop(names.index("nchw")))
-    if g.groups > 1 and not depthwise:
+    if g.groups > 1 and not g.depthwise:
         return [name for name in names if name != "gemm"] + ["gemm"] * ("gemm" in names)
     weights = g.out_channels * g.in_channels // g.groups * g.kernel[0] * g.kernel[1]
     heavy_weights = not constant_weights and weights > N * g.in_channels * g.spatial[0] * g.spatial[1]

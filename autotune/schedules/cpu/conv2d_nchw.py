@@ -40,8 +40,8 @@ the dtype and R the vector registers of the target (32 with AVX-512, else 16):
   unroll_kw     1 (a kernel row of at most 8 taps as straight-line code)
   unroll_window 1 for depthwise convs whose tile has two or more rows, while its KH x KW x tile_y
                 multiply-adds stay within MAX_UNROLLED_WINDOW (offered for depthwise convs only;
-                a config whose unrolled window, times tile_f, is larger is invalid): the kernel rows, columns and the
-                tile's rows as straight-line code, where the rows of the tile read the same input
+                a config whose unrolled window, times tile_f, is larger is invalid): the kernel
+                rows, columns and the tile's rows as straight-line code, where the rows of the tile read the same input
                 rows at other taps and LLVM loads each such vector once (one load per
                 multiply-add before). Zen 4, 2 threads, x onnxruntime, without / with: 64 channels
                 at 56x56 5x5 0.63 / 0.87, 96 at 56x56 7x7 0.51 / 0.72, 384 at 14x14 7x7 0.56 /
@@ -124,10 +124,9 @@ def define_knobs(cfg: Any, g: ConvGeometry, N: int, dtype: str, when: tuple[str,
     rules = _tile_rules(cfg, g, dtype)
     whole_columns = g.out[1] % rules[2] == 0
     pad = "inline" if g.out_channels // g.groups < lanes(cfg, dtype) or whole_columns else "root"
-    depthwise = g.groups == g.in_channels == g.out_channels
     window = g.kernel[0] * g.kernel[1] * rules[1] <= MAX_UNROLLED_WINDOW and rules[1] > 1
     define_tile_knobs(cfg, g.out_channels, g.in_channels // g.groups, g.out, rules, pad, when,
-                      tuple(first(int(window), [0, 1])) if depthwise else (0,))
+                      tuple(first(int(window), [0, 1])) if g.depthwise else (0,))
 
 
 def define_tile_knobs(cfg: Any, F: int, Cg: int, out: tuple[int, ...], rules: tuple[int, int, int, int], pad: str,

@@ -111,17 +111,13 @@ def _per_group(g: ConvGeometry) -> tuple[int, int]:
     return g.in_channels // g.groups, g.out_channels // g.groups
 
 
-def _depthwise(g: ConvGeometry) -> bool:
-    return g.groups == g.in_channels == g.out_channels
-
-
 def _blocked_channels(g: ConvGeometry) -> int:
     """The output channels that oc_bn blocks: one group's, or every channel of a depthwise conv."""
-    return g.out_channels if _depthwise(g) else _per_group(g)[1]
+    return g.out_channels if g.depthwise else _per_group(g)[1]
 
 
 def applies(g: ConvGeometry) -> bool:
-    if _depthwise(g):
+    if g.depthwise:
         return max(g.stride) > 1
     return g.groups == 1 or _per_group(g)[1] >= MIN_GROUP_VECTOR
 
@@ -141,7 +137,7 @@ def _oc_options(g: ConvGeometry, out_block: int) -> list[int]:
     Fg = _blocked_channels(g)
     if out_block:
         return [v for v in (out_block, 2 * out_block, 4 * out_block) if v == out_block or v <= Fg]
-    if g.groups > 1 and not _depthwise(g):
+    if g.groups > 1 and not g.depthwise:
         return [v for v in range(1, min(Fg, _BLOCKS[-1]) + 1) if Fg % v == 0]
     return _capped(_BLOCKS[2:], Fg)
 
@@ -186,7 +182,7 @@ def define_knobs(cfg: Any, g: ConvGeometry, N: int, dtype: str, when: tuple[str,
     oh_bn = max(v for v in rows if v * reg_n <= budget or v == 1)
     cfg.define_knob("nchwc_oc_bn", first(oc_bn, oc_options), when=when)
     ic_bn = 1
-    if not _depthwise(g):
+    if not g.depthwise:
         ic_options = _capped(_BLOCKS, _per_group(g)[0])
         if x_block:
             ic_options = [v for v in ic_options if x_block % v == 0]
@@ -196,7 +192,7 @@ def define_knobs(cfg: Any, g: ConvGeometry, N: int, dtype: str, when: tuple[str,
     cfg.define_knob("nchwc_oh_bn", first(oh_bn, rows), when=when)
     cfg.define_knob("nchwc_unroll_kw", first(int(_unroll_kw(cfg, g, ic_bn, oc_bn, oh_bn, reg_n, L)), [1, 0]),
                     when=when)
-    if not _depthwise(g):
+    if not g.depthwise:
         weights = g.out_channels * _per_group(g)[0] * g.kernel[0] * g.kernel[1] * dtype_info(dtype).bytes
         ahead = PREFETCH_AHEAD if weights > cpu_facts(cfg).l2_bytes else 0
         cfg.define_knob("nchwc_prefetch", first(ahead, _PREFETCH), when=when, absent=0)   # older records: none
@@ -272,7 +268,7 @@ def pack_data(X: te.Tensor, g: ConvGeometry, ic_bn: int) -> tuple[te.Tensor, tup
     """X as N x G*CB x H' x W' x ic_bn, zero outside X and in each group's channel tail; with
     the strides at which the conv reads it."""
     N, _, H, W = X.shape
-    Cg, groups = (g.in_channels, 1) if _depthwise(g) else (_per_group(g)[0], g.groups)
+    Cg, groups = (g.in_channels, 1) if g.depthwise else (_per_group(g)[0], g.groups)
     CB = -(-Cg // ic_bn)
     zero = te.const(0, X.dtype)
 
@@ -338,7 +334,7 @@ def blocked_conv(D: te.Tensor, K: te.Tensor, g: ConvGeometry, oc_bn: int, steps:
     fo reads its own channel blocks; depthwise: channel block fo of the data, no channel reduction)."""
     N, FB = D.shape[0], K.shape[0]
     (sh, sw), (dh, dw) = steps, g.dilation
-    if _depthwise(g):
+    if g.depthwise:
         ry, rx = te.reduce_axis((0, K.shape[1]), name="ry"), te.reduce_axis((0, K.shape[2]), name="rx")
         return te.compute((N, FB, *g.out, oc_bn), lambda n, fo, y, x, fi: te.sum(
             D[n, fo, y * sh + ry * dh, x * sw + rx * dw, fi] * K[fo, ry, rx, fi], axis=[ry, rx]), name="conv")
@@ -469,15 +465,15 @@ def build(cfg: Any, X: te.Tensor, Wt: te.Tensor, g: ConvGeometry, epilogue: Epil
     (the epilogue's own inputs) are read in place. X is NCHW, or blocked (5-d: N x C/b x H x W
     x b); the output NCHW, or blocked by `out_block`."""
     oc_bn = cfg["nchwc_oc_bn"].val
-    ic_bn = oc_bn if _depthwise(g) else cfg["nchwc_ic_bn"].val
+    ic_bn = oc_bn if g.depthwise else cfg["nchwc_ic_bn"].val
     D, steps = pad_blocked(X, g, ic_bn) if X.ndim == 5 else pack_data(X, g, ic_bn)
-    K = pack_depthwise_kernel(Wt, oc_bn) if _depthwise(g) else pack_kernel(Wt, ic_bn, oc_bn)
+    K = pack_depthwise_kernel(Wt, oc_bn) if g.depthwise else pack_kernel(Wt, ic_bn, oc_bn)
     conv = blocked_conv(D, K, g, oc_bn, steps)
     out = blocked_output(conv, g, epilogue, out_block) if out_block else unpack(conv, g, epilogue)
     s = te.create_schedule(out.op)
     _schedule_packing(s, D, K)
     schedule_output = _schedule_blocked_output if out_block else _schedule_output
-    block_rows = 0 if _depthwise(g) else cfg["nchwc_block_rows"].val
+    block_rows = 0 if g.depthwise else cfg["nchwc_block_rows"].val
     block = schedule_output(s, out, oc_bn, block_rows or cfg["nchwc_oh_bn"].val)
     _schedule_conv(cfg, s, conv, K, out, block, block_rows)
     return s, out
