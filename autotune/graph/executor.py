@@ -90,7 +90,7 @@ def prepare_graph(graph: Graph, target: str = "llvm", db: Any = None, prepack: b
         return graph, None
     from .fused_graph import fuse as fuse_graph
 
-    fusion = fuse_graph(graph, block)
+    fusion = fuse_graph(graph, block, target)
     return fusion.graph, fusion.groups
 
 

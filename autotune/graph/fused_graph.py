@@ -17,7 +17,7 @@ from typing import Any
 
 from . import layout
 from .fused_task import GroupKernel, NotPointwise, lower_group
-from .fusion import partition
+from .fusion import chain_budget, partition
 from .ir import Graph, Node
 
 
@@ -46,12 +46,13 @@ class Fusion:
 Lowered = list[tuple[FusedGroup, GroupKernel]]
 
 
-def fuse(graph: Graph, block: int = 0) -> Fusion:
-    """The fused graph of a validated graph and its groups, in the order they run. Nodes no
-    output depends on are dropped first: a group must not compute what nothing reads. With a
-    `block`, convs and max pools keep their activations blocked between them (`layout`)."""
+def fuse(graph: Graph, block: int = 0, target: str = "llvm") -> Fusion:
+    """The fused graph of a validated graph and its groups, in the order they run, for `target`
+    (its caches bound GEMM chains). Nodes no output depends on are dropped first: a group must
+    not compute what nothing reads. With a `block`, convs and max pools keep their activations
+    blocked between them (`layout`)."""
     graph = _live(graph)
-    parts = [(members, [graph.nodes[i] for i in members]) for members in partition(graph)]
+    parts = [(members, [graph.nodes[i] for i in members]) for members in partition(graph, chain_budget(target))]
     lowered = [_lower(graph, members, nodes) for members, nodes in parts]
     added: dict[str, Any] = {}
     if block:

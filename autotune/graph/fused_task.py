@@ -9,7 +9,8 @@ at the output's index, as TVM schedules a fused group by its anchor op:
   tile); a batch norm right after it is folded into its weights and a bias at compile time
   (constants); conv + bias [+ relu] is the `conv2d_bn` / `conv2d_bias_relu` template;
 - a matmul: `matmul`'s schedule with the epilogue on its register tile, computed in the
-  (M, N) domain of the product (views that keep the last axis are free there);
+  (M, N) domain of the product (views that keep the last axis are free there); a GEMM chain
+  (`fusion`) schedules each matmul so, with its own knobs, in one kernel (`matmul_chain_body`);
 - a row op (softmax, log_softmax, layer_norm, rms_norm) after a pointwise prologue: the row
   op's knobs and row schedule, the prologue inlined into its loads (the generic row reduction
   ran such groups about 4x slower than the unfused kernels).
@@ -22,13 +23,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .. import te
 from ..schedules.cpu.conv2d import blocked_conv2d_schedule, conv2d_nchw_schedule, nchw_geometry
-from ..schedules.cpu.matmul import matmul_body
+from ..schedules.cpu.matmul import Layer, matmul_body, matmul_chain_body
 from ..schedules.cpu.nn import row_knobs, schedule_row_stages
 from ..schedules.from_te import create_task_from_te, fingerprint
 from ..schedules.task import template
@@ -39,6 +41,7 @@ from ..te.traversal import transform
 from ..topi import conv as topi_conv, nn
 from ..topi.layout import blocked_shape, from_blocked, to_blocked
 from .compose import COMPUTES, NotPointwise, inline_at, reshape
+from .fusion import MATMULS
 from .ir import Graph, Node, Value
 
 if TYPE_CHECKING:
@@ -299,49 +302,86 @@ def _pointwise_epilogue(out: Tensor, Y: Tensor) -> Callable[[Expr, tuple[Expr, .
 
 
 def _matmul_group(graph: Graph, members: list[Node]) -> GroupKernel:
-    mm, rest = members[0], members[1:]
-    M, N, K = mm.params["M"], mm.params["N"], mm.params["K"]
+    """A matmul with its epilogue (`matmul_body`), or a GEMM chain (`fusion`): each matmul with
+    its epilogue, the next one's left operand the output before it (`matmul_chain_body`)."""
+    starts = [i for i, n in enumerate(members) if n.op in MATMULS]
+    segments = [members[a:b] for a, b in zip(starts, [*starts[1:], len(members)])]
+    M, dtype = members[0].params["M"], members[0].dtype
     comp = _Composer(graph, members, graph.values)
+    for mm in (seg[0] for seg in segments[1:]):
+        a = graph.value(mm.inputs[0])
+        if a.shape != (M, mm.params["K"]) or mm.params["M"] != M:
+            raise NotPointwise(f"{mm.name} reads the product before it as {list(a.shape)}, not its (M, N)")
+    epilogues = [_Epilogue(graph, comp, seg[0], seg[1:]) if len(seg) > 1 else None for seg in segments]
+    for e in epilogues:                     # the inputs, in order, before any build
+        if e is not None:
+            e(te.placeholder((M, e.N), dtype, name="C"))
+    extra = [comp.placeholders[n] for n in comp.inputs]
+    A = te.placeholder((M, members[0].params["K"]), dtype, name="A")
+    Bs = [te.placeholder(graph.value(seg[0].inputs[1]).shape, dtype, name="B" if i == 0 else f"B{i}")
+          for i, seg in enumerate(segments)]
+    ref = A
+    for i, (seg, B, e) in enumerate(zip(segments, Bs, epilogues)):
+        ref = _reference_product(ref, B, seg[0], e, "" if i == 0 else str(i))
+    fp = fingerprint([ref], [A, *Bs, *extra])
+    name = _task_name(members, fp)
+    mm = members[0]
+    if len(segments) == 1:
+        build = partial(matmul_body, M=M, N=mm.params["N"], K=mm.params["K"], dtype=dtype, epilogue=epilogues[0],
+                        extra_inputs=extra, panel=mm.params.get("panel"))
+        what = "matmul + epilogue"
+    else:
+        layers = [Layer(seg[0].params["N"], seg[0].params["K"], seg[0].params.get("panel"), e)
+                  for seg, e in zip(segments, epilogues)]
+        build = partial(matmul_chain_body, M=M, layers=layers, dtype=dtype, extra_inputs=extra)
+        what = f"chain of {len(segments)} matmuls + epilogues"
+    register_kernel(name, fp, build, [ref], [A, *Bs, *extra], what)
+    last, N = graph.value(members[-1].outputs[0]), segments[-1][0].params["N"]
+    out = last.name if last.shape == (M, N) else f"{last.name}/2d"
+    inputs = (mm.inputs[0], *(seg[0].inputs[1] for seg in segments), *comp.inputs)
+    node = Node(_label(members), name, inputs, (out,), {"fingerprint": fp}, dtype)
+    back = () if out == last.name else (Node(f"{node.name}/view", "view", (out,), (last.name,)),)
+    new = () if out == last.name else (Value(out, (M, N), dtype),)
+    return GroupKernel(node, "anchor", views=back, values=new)
 
-    def in_domain(shape: tuple[int, ...]) -> bool:
-        return math.prod(shape) == M * N and shape[-1] == N
 
-    def adapt(name: str, t: Tensor, reader: Node) -> Tensor:
+def _reference_product(A: Tensor, B: Tensor, mm: Node, epilogue: _Epilogue | None, tag: str) -> Tensor:
+    """A @ B (B in panels for matmul_packed) with the epilogue: the computation a config must match."""
+    M, N, K, panel = mm.params["M"], mm.params["N"], mm.params["K"], mm.params.get("panel")
+    k = te.reduce_axis((0, K), name=f"k{tag}")
+    C = te.compute((M, N), lambda i, j: te.sum(
+        A[i, k] * (B[j // panel, k, j % panel] if panel else B[k, j]), axis=k), name=f"C{tag}")
+    return epilogue(C) if epilogue else C
+
+
+class _Epilogue:
+    """A matmul's pointwise epilogue in the product's (M, N) domain: `self(C)` is the output
+    computed from the product C; views that keep the last axis are free there, and outside
+    values broadcast along its rows."""
+
+    def __init__(self, graph: Graph, comp: _Composer, mm: Node, rest: list[Node]) -> None:
+        self.graph, self.comp, self.mm, self.rest = graph, comp, mm, rest
+        self.M, self.N = mm.params["M"], mm.params["N"]
+
+    def _in_domain(self, shape: tuple[int, ...]) -> bool:
+        return math.prod(shape) == self.M * self.N and shape[-1] == self.N
+
+    def _adapt(self, name: str, t: Tensor, reader: Node) -> Tensor:
         shape = tuple(t.shape)
-        if not in_domain(graph.value(reader.outputs[0]).shape):
+        if not self._in_domain(self.graph.value(reader.outputs[0]).shape):
             raise NotPointwise(f"{reader.name} leaves the product's (M, N) domain")
-        if in_domain(shape):
-            return reshape(t, (M, N))
-        if math.prod(shape[:-1]) == 1 and shape[-1] in (1, N):
+        if self._in_domain(shape):
+            return reshape(t, (self.M, self.N))
+        if math.prod(shape[:-1]) == 1 and shape[-1] in (1, self.N):
             return reshape(t, shape[-1:])
         raise NotPointwise(f"{name}{list(shape)} does not broadcast along the product's rows")
 
-    def free_view(name: str, t: Tensor) -> Tensor:
-        if not in_domain(graph.value(name).shape):
+    def _free_view(self, name: str, t: Tensor) -> Tensor:
+        if not self._in_domain(self.graph.value(name).shape):
             raise NotPointwise(f"view {name} leaves the product's (M, N) domain")
         return t
 
-    def epilogue(C: Tensor) -> Tensor:
-        T = comp.run(rest, {mm.outputs[0]: C}, adapt, free_view)
-        return te.compute((M, N), lambda i, j: inline_at(T, (i, j), keep=lambda t: t is C), name="Y")
-
-    epilogue(te.placeholder((M, N), mm.dtype, name="C"))       # the inputs, in order, before any build
-    extra = [comp.placeholders[n] for n in comp.inputs]
-    A = te.placeholder((M, K), mm.dtype, name="A")
-    panel = mm.params.get("panel")          # matmul_packed: B arrives in column panels (prepack)
-    B = te.placeholder(graph.value(mm.inputs[1]).shape, mm.dtype, name="B")
-    k = te.reduce_axis((0, K), name="k")
-    ref = epilogue(te.compute((M, N), lambda i, j: te.sum(
-        A[i, k] * (B[j // panel, k, j % panel] if panel else B[k, j]), axis=k), name="C"))
-    fp = fingerprint([ref], [A, B, *extra])
-    name = _task_name(members, fp)
-    register_kernel(name, fp, lambda cfg: matmul_body(cfg, M, N, K, mm.dtype, epilogue=epilogue, extra_inputs=extra,
-                                                       panel=panel), [ref], [A, B, *extra], "matmul + epilogue")
-    last = graph.value(members[-1].outputs[0])
-    out = last.name if last.shape == (M, N) else f"{last.name}/2d"
-    node = Node(_label(members), name, (*mm.inputs, *comp.inputs), (out,), {"fingerprint": fp}, mm.dtype)
-    back = () if out == last.name else (Node(f"{node.name}/view", "view", (out,), (last.name,)),)
-    new = () if out == last.name else (Value(out, (M, N), mm.dtype),)
-    return GroupKernel(node, "anchor", views=back, values=new)
-
+    def __call__(self, C: Tensor) -> Tensor:
+        T = self.comp.run(self.rest, {self.mm.outputs[0]: C}, self._adapt, self._free_view)
+        return te.compute((self.M, self.N), lambda i, j: inline_at(T, (i, j), keep=lambda t: t is C), name="Y")
 

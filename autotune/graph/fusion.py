@@ -9,6 +9,10 @@ never on models or op sequences:
   only consumer is a reduction starts that prologue rather than extending another group's
   epilogue: the residual add before a layer norm fuses with the norm;
 - OUT_EWISE (conv, matmul) anchors start a group: they take epilogues, nothing before them;
+- a matmul whose left operand is a one-matmul group's output chains onto that group when the
+  operand fits the chain budget (`chain_budget`: half of L2), as CUTLASS's back-to-back GEMM
+  does: two layers of an MLP run in one kernel and the intermediate stays in cache. Two
+  products at most: each brings its own knobs, and one task's space multiplies by them;
 - INJECTIVE ops (layout changes: transpose, pad, concat...) and OPAQUE ops start a group and
   end it (injective ones take a pointwise epilogue).
 A group's intermediate values are never materialized, so a value read outside its group (or a
@@ -18,10 +22,13 @@ the rules see through them.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
+from ..dtype import dtype_info
 from ..schedules.cpu.elementwise import BINARY, UNARY
 from ..schedules.cpu.logic import COMPARISONS
+from ..target import Target
 from .ir import Graph, Node
 
 ELEMWISE, BROADCAST, INJECTIVE, REDUCTION, OUT_EWISE, OPAQUE = (
@@ -36,6 +43,8 @@ KINDS: dict[str, str] = {
     **dict.fromkeys(("conv2d", "conv2d_grouped", "matmul", "matmul_packed"), OUT_EWISE),
 }
 POINTWISE = (ELEMWISE, BROADCAST)
+MATMULS = ("matmul", "matmul_packed")
+CHAIN_PRODUCTS = 2            # matmuls in one GEMM chain
 
 # group state -> the node kinds that may join it
 _JOINS: dict[str, tuple[str, ...]] = {
@@ -82,13 +91,22 @@ class _Uses:
         return self.root.get(value, value)
 
 
-def partition(graph: Graph) -> list[list[int]]:
+def chain_budget(target: str) -> int:
+    """The most bytes a GEMM chain's intermediate may take: half of a CPU target's L2, so that it
+    is still in cache when the next product reads it (two products' working sets then share the
+    cache); 0, no chains, on other targets."""
+    tgt = Target.parse(target)
+    return tgt.cpu.l2_bytes // 2 if tgt.kind == "llvm" else 0
+
+
+def partition(graph: Graph, chain_bytes: int = 0) -> list[list[int]]:
     """The fusion groups of a validated graph: lists of kernel node indices, every kernel node in
-    exactly one, in an order where each group comes after the groups it reads."""
+    exactly one, in an order where each group comes after the groups it reads. Matmuls chain
+    where the intermediate takes at most `chain_bytes` (`chain_budget`)."""
     uses = _Uses(graph)
     boundaries: set[int] = set()
     while True:
-        groups, owner = _assign(graph, uses, boundaries)
+        groups, owner = _assign(graph, uses, boundaries, chain_bytes)
         cut = _escapes(graph, uses, groups, owner)
         if not cut:
             return [g.nodes for g in groups]
@@ -96,7 +114,7 @@ def partition(graph: Graph) -> list[list[int]]:
         boundaries |= cut
 
 
-def _assign(graph: Graph, uses: _Uses, boundaries: set[int]) -> tuple[list[Group], dict[int, int]]:
+def _assign(graph: Graph, uses: _Uses, boundaries: set[int], chain_bytes: int) -> tuple[list[Group], dict[int, int]]:
     """One greedy pass in node order: each kernel node joins the first producer group whose state
     takes its kind (and that no other input's group depends on, and that no boundary ends), or
     starts its own."""
@@ -109,7 +127,7 @@ def _assign(graph: Graph, uses: _Uses, boundaries: set[int]) -> tuple[list[Group
         inputs = [uses.producer[uses.of(v)] for v in n.inputs if uses.of(v) in uses.producer]
         deps = {owner[p] for p in inputs}
         target = next((owner[p] for p in inputs if groups[owner[p]].nodes[-1] not in boundaries
-                       and _can_join(graph, uses, groups, owner, p, i, kind, deps)), None)
+                       and _can_join(graph, uses, groups, owner, p, i, kind, deps, chain_bytes)), None)
         if target is None:
             groups.append(Group([i], _start_state(kind), deps))
             owner[i] = len(groups) - 1
@@ -128,16 +146,30 @@ def _start_state(kind: str) -> str:
 
 
 def _can_join(graph: Graph, uses: _Uses, groups: list[Group], owner: dict[int, int], producer: int, node: int,
-              kind: str, deps: set[int]) -> bool:
+              kind: str, deps: set[int], chain_bytes: int) -> bool:
     target = owner[producer]
     g = groups[target]
-    if kind not in _JOINS[g.state] or graph.nodes[producer].outputs[0] in uses.outputs:
+    takes = kind in _JOINS[g.state] or _chains(graph, uses, g, node, chain_bytes)
+    if not takes or graph.nodes[producer].outputs[0] in uses.outputs:
         return False
     if not _reads(graph, uses, node, g.nodes[-1]):
         return False                       # a second branch: the group's last node would not be its only output
     if kind in POINTWISE and g.state in (OUT_EWISE, REDUCTION, "injective") and _feeds_reduction(graph, uses, node):
         return False                       # it is the prologue of the reduction it feeds
     return not any(_depends(groups, d, target) for d in deps - {target})
+
+
+def _chains(graph: Graph, uses: _Uses, g: Group, node: int, chain_bytes: int) -> bool:
+    """Whether matmul `node` chains onto matmul group g: g has fewer than CHAIN_PRODUCTS matmuls,
+    `node`'s left operand (not its right) is g's output, read by nothing else, and takes at most
+    `chain_bytes`."""
+    n, a = graph.nodes[node], graph.value(graph.nodes[node].inputs[0])
+    products = sum(graph.nodes[i].op in MATMULS for i in g.nodes)
+    return (g.state == OUT_EWISE and n.op in MATMULS and graph.nodes[g.nodes[0]].op in MATMULS
+            and products < CHAIN_PRODUCTS
+            and uses.producer.get(uses.of(a.name)) == g.nodes[-1] and uses.readers[uses.of(a.name)] == [node]
+            and uses.producer.get(uses.of(n.inputs[1])) not in g.nodes
+            and math.prod(a.shape) * dtype_info(a.dtype).bytes <= chain_bytes)
 
 
 def _reads(graph: Graph, uses: _Uses, node: int, producer: int) -> bool:

@@ -371,3 +371,27 @@ class ConfigEntity:
 
 # What a template may raise for a config that is illegal for its shape (never measured).
 INSTANTIATION_ERRORS: tuple[type[Exception], ...] = (InstantiationError, ScheduleError)
+
+
+class KnobScope:
+    """A config (space or entity) seen with a prefix on every knob name: one template body
+    defines and reads its knobs once per stage it schedules (each product of a GEMM chain), and
+    the stages' knobs stay distinct. Everything else (`target`, ...) is the config's own."""
+
+    def __init__(self, cfg: Any, prefix: str) -> None:
+        self.cfg, self.prefix = cfg, prefix
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.cfg, name)
+
+    def _when(self, when: Condition | None) -> Condition | None:
+        return None if when is None else (self.prefix + when[0], when[1])
+
+    def define_split(self, name: str, *args: Any, when: Condition | None = None, **kwargs: Any) -> None:
+        self.cfg.define_split(self.prefix + name, *args, when=self._when(when), **kwargs)
+
+    def define_knob(self, name: str, *args: Any, when: Condition | None = None, **kwargs: Any) -> None:
+        self.cfg.define_knob(self.prefix + name, *args, when=self._when(when), **kwargs)
+
+    def __getitem__(self, name: str) -> Any:
+        return self.cfg[self.prefix + name]

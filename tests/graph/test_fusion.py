@@ -7,11 +7,22 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import example, given, settings
+from hypothesis import example, given, settings, strategies as st
 
+import autotune
 from autotune.graph import compile_model
 from autotune.graph.fused_graph import fuse
-from autotune.graph.fusion import BROADCAST, ELEMWISE, INJECTIVE, OPAQUE, OUT_EWISE, REDUCTION, kind_of, partition
+from autotune.graph.fusion import (
+    BROADCAST,
+    ELEMWISE,
+    INJECTIVE,
+    OPAQUE,
+    OUT_EWISE,
+    REDUCTION,
+    chain_budget,
+    kind_of,
+    partition,
+)
 from autotune.graph.ir import Node
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -95,13 +106,27 @@ def test_a_residual_block_gives_conv_bn_relu_and_conv_bn_add_relu_kernels():
     check_against_ort(model, compile_model(model))
 
 
+GELU = {"gelu_div", "gelu_erf", "gelu_add", "gelu_mul", "gelu_half"}
+
+
 def test_a_bert_feed_forward_gives_dense_bias_gelu_and_add_layer_norm_kernels():
-    model = bert_ffn()
+    B, S = 2, 5
+    H = chain_budget("llvm") // (B * S * 4) + 1     # BERT's: 128 x 3072 floats, past half of L2
+    model = bert_ffn(B, S, H=H)
     fusion = fuse(frontend.load(model))
-    gelu = {"gelu_div", "gelu_erf", "gelu_add", "gelu_mul", "gelu_half"}
-    assert group_sets(fusion) == [({"mm1", "bias_add1"} | gelu, "anchor"), ({"mm2", "bias_add2"}, "anchor"),
+    assert group_sets(fusion) == [({"mm1", "bias_add1"} | GELU, "anchor"), ({"mm2", "bias_add2"}, "anchor"),
                                   ({"residual", "ln"}, "anchor")]
     check_against_ort(model, compile_model(model))
+
+
+def test_a_small_feed_forward_chains_its_two_matmuls_into_one_kernel():
+    model = bert_ffn()                               # the 10 x 20 intermediate fits in cache
+    fusion = fuse(frontend.load(model))
+    assert group_sets(fusion) == [({"mm1", "bias_add1", "mm2", "bias_add2"} | GELU, "anchor"),
+                                  ({"residual", "ln"}, "anchor")]
+    assert fusion.groups[0].kernel.inputs[1:3] == ("w1", "w2")     # A, then each product's B
+    check_against_ort(model, compile_model(model))
+    check_against_ort(model, compile_model(model, prepack=False))   # B packed by the kernel, per config
 
 
 def test_fused_tasks_are_tuned_into_the_database_and_their_names_are_stable(env):
@@ -127,21 +152,89 @@ def test_fused_tasks_are_tuned_into_the_database_and_their_names_are_stable(env)
 
 def test_identical_groups_are_one_task_weighted_by_their_count():
     b = GraphBuilder("twice")
-    x = b.input("x", (4, 6))
+    x = b.input("x", (6, 6))
     w = b.const("w", rand(6, 6))
     bias = b.const("bias", rand(6))
-    for _ in range(3):
-        x = b.node("matmul", (x, w), (4, 6), M=4, N=6, K=6)
-        x = b.node("add", (x, bias), (4, 6), a_shape=(4, 6), b_shape=(6,))
-        x = b.node("tanh", (x,), (4, 6), shape=(4, 6))
+    for _ in range(3):               # each product reads the one before as its right operand: no GEMM chain
+        x = b.node("matmul", (w, x), (6, 6), M=6, N=6, K=6)
+        x = b.node("add", (x, bias), (6, 6), a_shape=(6, 6), b_shape=(6,))
+        x = b.node("tanh", (x,), (6, 6), shape=(6, 6))
     fusion = fuse(b.build(x))
     assert len(fusion.groups) == 3 and list(fusion.tasks().values()) == [3]
     xv = b.constants["w"]
-    h = np.ones((4, 6), np.float32)
+    h = np.ones((6, 6), np.float32)
     want = h
     for _ in range(3):
-        want = np.tanh(want @ xv + b.constants["bias"])
+        want = np.tanh(xv @ want + b.constants["bias"])
     np.testing.assert_allclose(compile_model(b.build(x))(h)[0], want, rtol=1e-5, atol=1e-5)
+
+
+def mlp_graph(M=7, sizes=(37, 61, 29, 10), reuse_hidden=False):
+    """x -> (matmul + bias + relu) per hidden layer -> matmul + bias; `reuse_hidden`: the first
+    hidden value is also added to the second layer's output (a second reader)."""
+    b = GraphBuilder("mlp")
+    x = b.input("x", (M, sizes[0]))
+    h1 = None
+    for i, (k, n) in enumerate(zip(sizes, sizes[1:])):
+        x = b.node("matmul", (x, b.const(f"w{i}", rand(k, n, scale=0.3))), (M, n), M=M, N=n, K=k)
+        x = b.node("add", (x, b.const(f"b{i}", rand(n))), (M, n), a_shape=(M, n), b_shape=(n,))
+        if i < len(sizes) - 2:
+            x = b.node("relu", (x,), (M, n), shape=(M, n))
+        if i == 1 and reuse_hidden:
+            x = b.node("add", (x, h1), (M, n), a_shape=(M, n), b_shape=(M, n))
+        h1 = x
+    return b.build(x)
+
+
+def mlp_numpy(g, x):
+    for i in range(len([n for n in g.nodes if n.op == "matmul"])):
+        x = x @ g.constants[f"w{i}"] + g.constants[f"b{i}"]
+        x = np.maximum(x, 0) if f"w{i + 1}" in g.constants else x
+    return x
+
+
+def test_two_matmuls_chain_into_one_group_and_a_third_starts_the_next():
+    g = mlp_graph()
+    assert partition(g, chain_bytes=7 * 61 * 4) == [[0, 1, 2, 3, 4, 5], [6, 7]]
+    assert partition(g, chain_bytes=7 * 61 * 4 - 1) == [[0, 1, 2], [3, 4, 5, 6, 7]]   # 61 wide: over budget
+    assert partition(g) == [[0, 1, 2], [3, 4, 5], [6, 7]]                         # no budget, no chains
+    fusion = fuse(g)
+    assert [len(grp.nodes) for grp in fusion.groups] == [6, 2]
+    xv = rand(7, 37)
+    np.testing.assert_allclose(compile_model(g)(xv)[0], mlp_numpy(g, xv), rtol=1e-4, atol=1e-4)
+
+
+def test_a_hidden_value_read_twice_is_not_chained():
+    g = mlp_graph(M=5, sizes=(9, 29, 29), reuse_hidden=False)
+    assert len(partition(g, chain_bytes=1 << 20)) == 1
+    g = mlp_graph(M=5, sizes=(9, 29, 29, 29), reuse_hidden=True)
+    assert partition(g, chain_bytes=1 << 20) == [[0, 1, 2], [3, 4, 5, 6, 7, 8]]   # the next one chains
+
+
+@settings(max_examples=6, deadline=None)
+@given(seed=st.integers(0, 2**16))
+def test_every_config_of_a_gemm_chain_computes_the_mlp(seed):
+    """Each product of the chain has its own knobs (l0.*, l1.*); random points of the joint
+    space, weights pre-packed in panels or packed by the kernel, give numpy's answer."""
+    import random
+
+    from autotune import create_task
+    from autotune.graph.executor import prepare_graph
+
+    g = mlp_graph(M=3, sizes=(23, 45, 17))
+    rng = random.Random(seed)
+    graph, groups = prepare_graph(g, prepack=rng.random() < 0.5)
+    (kernel,) = [grp.kernel for grp in groups]
+    task = create_task(kernel.op, **kernel.params)
+    space = task.config_space
+    assert {n.split(".")[0] for n in space.knobs} == {"l0", "l1"} and space["l0.tile_x"].size[-1] > 1
+    index = rng.randrange(len(space))
+    inputs = [np.ascontiguousarray(graph.constants[v]) if v in graph.constants else rand(3, 23) for v in kernel.inputs]
+    s, args = task.instantiate(index)
+    out = np.full((3, 17), np.nan, np.float32)
+    autotune.build(s, args)(*inputs, out)
+    want = np.maximum(inputs[0] @ g.constants["w0"] + g.constants["b0"], 0) @ g.constants["w1"] + g.constants["b1"]
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4, err_msg=str(task.config(index)))
 
 
 def test_a_value_read_outside_its_group_ends_the_group():

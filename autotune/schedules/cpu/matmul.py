@@ -7,7 +7,8 @@ vectorized, tiles in parallel.
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -15,6 +16,7 @@ from ... import te
 from ...dtype import dtype_info
 from ...schedules.schedule import Schedule
 from ..generic import vectorize_by
+from ..space import KnobScope
 from ..task import template
 from .panels import PANEL_WIDTHS, check_panel, panel_count, unpack_panels
 from .rules import (
@@ -76,14 +78,14 @@ def hand_schedule(M: int, N: int, K: int, dtype: str = "float32", bn: int = 32, 
     return s, [A, B, C]
 
 
-def _packed_b(B: te.Tensor, N: int, K: int, bn: int, dtype: str, transposed: bool) -> te.Tensor:
+def _packed_b(B: te.Tensor, N: int, K: int, bn: int, dtype: str, transposed: bool, name: str = "packedB") -> te.Tensor:
     """B (K x N, or N x K when transposed) as ceil(N/bn) panels of bn columns, zero-padded at the tail."""
 
     def elem(x, y, z):
         col = te.minimum(x * bn + z, N - 1)
         return te.if_then_else(x * bn + z < N, B[col, y] if transposed else B[y, col], te.const(0, dtype))
 
-    return te.compute((panel_count(N, bn), K, bn), elem, name="packedB")
+    return te.compute((panel_count(N, bn), K, bn), elem, name=name)
 
 
 COLUMNS = PANEL_WIDTHS                          # tile_x: columns of a register tile (and of a B panel)
@@ -133,30 +135,32 @@ class _Product(NamedTuple):
     view: te.Tensor | None        # C's first N columns, inlined into the epilogue
 
 
-def _product(cfg, M: int, N: int, K: int, dtype: str, transposed: bool, epilogue, panel: int | None) -> _Product:
+def _product(cfg, M: int, N: int, K: int, dtype: str, transposed: bool, epilogue, panel: int | None,
+             A: te.Tensor | None = None, tag: str = "") -> _Product:
     """The computation of one config: C = A @ B (or A @ W.T) and the output read from it.
 
     With B packed, C spans whole panels (its padding columns are zeros), so the register tile at
     a column tail is as vectorized as the others; `out` reads C's first N columns through an
     inlined view, so only the store to the output is guarded. With `panel`, B arrives packed
-    (`panels.pack_panels`) and the kernel has no packing stage."""
-    A = te.placeholder((M, K), dtype, name="A")
-    k = te.reduce_axis((0, K), name="k")
+    (`panels.pack_panels`) and the kernel has no packing stage. `A` is the left operand when
+    another stage computes it (a GEMM chain); `tag` makes the tensor names distinct there."""
+    A = te.placeholder((M, K), dtype, name="A") if A is None else A
+    k = te.reduce_axis((0, K), name=f"k{tag}")
     packed: te.Tensor | None = None
     if panel:
-        B = te.placeholder((panel_count(N, panel), K, panel), dtype, name="Wp" if transposed else "Bp")
+        B = te.placeholder((panel_count(N, panel), K, panel), dtype, name=("Wp" if transposed else "Bp") + tag)
         panels, bn = B, panel
     else:
-        B = te.placeholder((N, K) if transposed else (K, N), dtype, name="W" if transposed else "B")
+        B = te.placeholder((N, K) if transposed else (K, N), dtype, name=("W" if transposed else "B") + tag)
         if not cfg["pack_b"].val:
             C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * (B[j, k] if transposed else B[k, j]), axis=k),
-                           name="C")
+                           name=f"C{tag}")
             return _Product(A, B, C, C if epilogue is None else epilogue(C), None, None)
         bn = cfg["tile_x"].size[-1]
-        panels = packed = _packed_b(B, N, K, bn, dtype, transposed)
+        panels = packed = _packed_b(B, N, K, bn, dtype, transposed, f"packedB{tag}")
     C = te.compute((M, panels.shape[0] * bn), lambda i, j: te.sum(A[i, k] * panels[j // bn, k, j % bn], axis=k),
-                   name="C")
-    view = te.compute((M, N), lambda i, j: C[i, j], name="Y" if epilogue is None else "Cview")
+                   name=f"C{tag}")
+    view = te.compute((M, N), lambda i, j: C[i, j], name=("Y" if epilogue is None else "Cview") + tag)
     if epilogue is None:
         return _Product(A, B, C, view, packed, None)
     return _Product(A, B, C, epilogue(view), packed, view)
@@ -171,8 +175,45 @@ def matmul_body(cfg, M: int, N: int, K: int, dtype: str, transposed: bool = Fals
     (or W) arrives pre-packed in panels of that many columns.
     """
     define_matmul_knobs(cfg, M, N, K, dtype, transposed, panel)
-    A, B, C, out, packed, view = _product(cfg, M, N, K, dtype, transposed, epilogue, panel)
-    s = te.create_schedule(out.op)
+    p = _product(cfg, M, N, K, dtype, transposed, epilogue, panel)
+    s = te.create_schedule(p.out.op)
+    _schedule_product(cfg, s, p, transposed)
+    return s, [p.A, p.B, *extra_inputs, p.out]
+
+
+class Layer(NamedTuple):
+    """One product of a GEMM chain: out = epilogue(A @ B), B K x N (pre-packed when `panel`),
+    A the chain's input or the layer before's output."""
+    N: int
+    K: int
+    panel: int | None
+    epilogue: Any                 # C -> Tensor, or None
+
+
+def matmul_chain_body(cfg, M: int, layers: Sequence[Layer], dtype: str, extra_inputs=()):
+    """Products in sequence in one kernel (an MLP's layers): each layer's output, the next one's
+    A, is an intermediate of the kernel, written and read while it is in cache, never by another
+    kernel. Each layer is scheduled as `matmul_body` schedules one product, with its own knobs
+    (`l0.tile_x`, `l1.tile_x`...) and defaults by the same rule; the layers run one after the
+    other, each with its own threads. Inputs: A, each layer's B, then `extra_inputs`."""
+    products: list[tuple[KnobScope, _Product]] = []
+    a: te.Tensor | None = None
+    for i, layer in enumerate(layers):
+        scope = KnobScope(cfg, f"l{i}.")
+        define_matmul_knobs(scope, M, layer.N, layer.K, dtype, False, layer.panel)
+        p = _product(scope, M, layer.N, layer.K, dtype, False, layer.epilogue, layer.panel, A=a, tag=str(i))
+        products.append((scope, p))
+        a = p.out
+    s = te.create_schedule(products[-1][1].out.op)
+    for scope, p in products:
+        _schedule_product(scope, s, p, False)
+    return s, [products[0][1].A, *(p.B for _, p in products), *extra_inputs, products[-1][1].out]
+
+
+def _schedule_product(cfg, s: Schedule, p: _Product, transposed: bool) -> None:
+    """Register tiles of C accumulated locally at the output's row block, k unrolled, columns
+    vectorized, tiles in parallel; the packing stage, if any, by `_schedule_packing`."""
+    C, out, packed, view = p.C, p.out, p.packed, p.view
     if view is not None:
         s[view].compute_inline()
     CC = s.cache_write(C, "local") if out is C else C
@@ -187,7 +228,7 @@ def matmul_body(cfg, M: int, N: int, K: int, dtype: str, transposed: bool = Fals
     s[CC].unroll(ki)
     if cfg["unroll_rows"].val:
         s[CC].unroll(ci)
-    bn, width = cfg["tile_x"].size[-1], lanes(cfg, dtype)
+    bn, width = cfg["tile_x"].size[-1], lanes(cfg, out.dtype)
     vectorize_by(s[CC], cj, bn, width)
     vectorize_by(s[out], ji, bn, width)
     if cfg["parallel"].val == "fused":
@@ -196,7 +237,6 @@ def matmul_body(cfg, M: int, N: int, K: int, dtype: str, transposed: bool = Fals
         s[out].parallel(io)
     if packed is not None:
         _schedule_packing(s[packed], transposed, bn, width)
-    return s, [A, B, *extra_inputs, out]
 
 
 def _schedule_packing(stage, transposed: bool, bn: int, width: int) -> None:
