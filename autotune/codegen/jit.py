@@ -53,6 +53,13 @@ def host_cpu() -> HostCPU:
     return HostCPU(llvm.get_host_cpu_name(), flat, enabled)
 
 
+def masked_vectors() -> bool:
+    """Whether this CPU masks vector loads and stores at no cost (AVX-512's mask registers, at
+    every width): `codegen.llvm` then makes a tail of an odd lane count one masked access."""
+    features = host_cpu().features
+    return bool(features.get("avx512f") and features.get("avx512vl"))
+
+
 @functools.cache
 def host() -> _Host:
     """The host description, made once (initializes LLVM's native target and loads libgomp)."""

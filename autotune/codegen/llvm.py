@@ -78,11 +78,15 @@ def _is_short_stride(index: Expr) -> TypeGuard[Ramp]:
 
 
 class LLVMCodegen:
-    """Emits one PrimFunc. `parallel=False` (no libgomp) runs PARALLEL loops serially."""
+    """Emits one PrimFunc. `parallel=False` (no libgomp) runs PARALLEL loops serially.
+    `masked_tails`: a contiguous access of a lane count that is not a power of two (14 columns of
+    a tile) is one masked access of the next power of two, not the 8 + 4 + 2 pieces, each its
+    own load and insert, that LLVM splits it into (it may not widen a load past its lanes)."""
 
-    def __init__(self, func: PrimFunc, parallel: bool = True):
+    def __init__(self, func: PrimFunc, parallel: bool = True, masked_tails: bool = False):
         self.func = func
         self.parallel = parallel
+        self.masked_tails = masked_tails
         self.module = ir.Module(name=func.name)
         self.scope: _Scope
         self._nsw = False
@@ -275,6 +279,11 @@ class LLVMCodegen:
                              f"{self.func.name} nor allocated around its use")
         return ptr
 
+    def _masks_tails(self, buf) -> bool:
+        """Masked tails for memory only: LLVM keeps a local buffer (a register tile) in registers
+        through plain loads and stores, never through masked ones (measured 13x slower)."""
+        return self.masked_tails and buf.scope != "local"
+
     def _mask(self, predicate: Expr | None, lanes: int) -> ir.Value | None:
         if predicate is None:
             return None
@@ -297,11 +306,12 @@ class LLVMCodegen:
                 value = b.select(mask, value, h.const_like(value.type, 0))
         elif _is_contiguous(e.index):
             ptr = h.element_ptr(b, base, self.index(e.index.base), elem)
-            value = h.load_vector(b, ptr, h.vector_of(elem, e.lanes), mask)
+            value = h.load_vector(b, ptr, h.vector_of(elem, e.lanes), mask, self._masks_tails(e.buffer))
         elif _is_short_stride(e.index) and e.lanes > 1:
             ptr = h.element_ptr(b, base, self.index(e.index.base), elem)
             stride = cast(Const, e.index.stride).value
-            value = h.load_strided(b, ptr, h.vector_of(elem, e.lanes), int(stride), mask)
+            value = h.load_strided(b, ptr, h.vector_of(elem, e.lanes), int(stride), mask,
+                                   self._masks_tails(e.buffer))
         else:
             index = self.index(e.index)
             if mask is not None:    # masked-off lanes read element 0, which always exists
@@ -348,7 +358,8 @@ class LLVMCodegen:
             value = b.zext(value, h.vector_of(elem, lanes))
         mask = self._mask(s.predicate, lanes)
         if _is_contiguous(s.index):
-            h.store_vector(b, value, h.element_ptr(b, base, self.index(s.index.base), elem), mask)
+            h.store_vector(b, value, h.element_ptr(b, base, self.index(s.index.base), elem), mask,
+                           self._masks_tails(s.buffer))
         elif lanes > 1:
             h.scatter(b, value, base, self.index(s.index), mask)
         else:
@@ -462,7 +473,8 @@ def _bound(table: dict, key, value):
 
 
 def emit_module(func: PrimFunc, parallel: bool = True, triple: str = "",
-                data_layout: str = "") -> ir.Module:
-    """The llvmlite module of `func`; its entry point is `entry_symbol(func)`."""
-    return LLVMCodegen(func, parallel).build(triple, data_layout)
+                data_layout: str = "", masked_tails: bool = False) -> ir.Module:
+    """The llvmlite module of `func`; its entry point is `entry_symbol(func)`. `masked_tails`:
+    the target has masked vector loads and stores (AVX-512), so `LLVMCodegen` emits them."""
+    return LLVMCodegen(func, parallel, masked_tails).build(triple, data_layout)
 

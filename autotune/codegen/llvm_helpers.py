@@ -297,10 +297,39 @@ def element_ptr(b: ir.IRBuilder, base: ir.Value, index: ir.Value, elem: ir.Type)
     return b.gep(base, [index], inbounds=True, source_etype=elem)
 
 
+def _padded_lanes(count: int, masked_tails: bool) -> int:
+    """The lanes a contiguous access of `count` lanes is made with: the next power of two with
+    masked tails (its extra lanes off), else `count`."""
+    return 1 << (count - 1).bit_length() if masked_tails and count > 2 else count
+
+
+def _widen(b: ir.IRBuilder, v: ir.Value, lanes: int, fill: ir.Value) -> ir.Value:
+    """Vector `v` with lanes appended up to `lanes`, taken from `fill` (same type as v)."""
+    n = v.type.count
+    picks = [ir.Constant(I32, i if i < n else n) for i in range(lanes)]
+    return b.shuffle_vector(v, fill, ir.Constant(ir.VectorType(I32, lanes), picks))
+
+
+def _lanes_on(count: int, lanes: int, mask: ir.Value | None, b: ir.IRBuilder) -> ir.Value:
+    """A `lanes`-lane mask: the first `count` lanes `mask`'s (or on), the rest off."""
+    if mask is None:
+        bits = [ir.Constant(ir.IntType(1), int(i < count)) for i in range(lanes)]
+        return ir.Constant(ir.VectorType(ir.IntType(1), lanes), bits)
+    return _widen(b, mask, lanes, const_like(mask.type, 0))
+
+
 def load_vector(b: ir.IRBuilder, ptr: ir.Value, vty: ir.VectorType,
-                mask: ir.Value | None = None) -> ir.Value:
-    """`vty.count` contiguous elements at `ptr` (aligned to one element); masked-off lanes are 0."""
+                mask: ir.Value | None = None, masked_tails: bool = False) -> ir.Value:
+    """`vty.count` contiguous elements at `ptr` (aligned to one element); masked-off lanes are 0.
+    With `masked_tails`, a count that is not a power of two is read as the next one, masked."""
     align = ir.Constant(I32, element_bytes(vty.element))
+    lanes = _padded_lanes(vty.count, masked_tails)
+    if lanes != vty.count:
+        wide = vector_of(vty.element, lanes)
+        loaded = call_intrinsic(b, "masked.load", [ptr, align, _lanes_on(vty.count, lanes, mask, b),
+                                                   const_like(wide, 0)], overload=[wide, PTR], ret=wide)
+        first = ir.Constant(ir.VectorType(I32, vty.count), [ir.Constant(I32, i) for i in range(vty.count)])
+        return b.shuffle_vector(loaded, ir.Constant(wide, ir.Undefined), first)
     if mask is None:
         return b.load(ptr, typ=vty, align=align.constant)
     return call_intrinsic(b, "masked.load", [ptr, align, mask, const_like(vty, 0)],
@@ -308,7 +337,7 @@ def load_vector(b: ir.IRBuilder, ptr: ir.Value, vty: ir.VectorType,
 
 
 def load_strided(b: ir.IRBuilder, ptr: ir.Value, vty: ir.VectorType, stride: int,
-                 mask: ir.Value | None = None) -> ir.Value:
+                 mask: ir.Value | None = None, masked_tails: bool = False) -> ir.Value:
     """Lane i reads ptr[i * stride]: the span from the first lane's element to the last one's
     loaded at once (masked: only the lanes' elements enabled), then shuffled into lanes. A
     gather would load each lane alone; the span never reads past the last lane's element."""
@@ -316,18 +345,27 @@ def load_strided(b: ir.IRBuilder, ptr: ir.Value, vty: ir.VectorType, stride: int
     span = (lanes - 1) * stride + 1
     wide = vector_of(vty.element, span)
     picks = ir.Constant(ir.VectorType(I32, lanes), [ir.Constant(I32, i * stride) for i in range(lanes)])
-    if mask is None:
+    if mask is None and _padded_lanes(span, masked_tails) == span:
         return b.shuffle_vector(b.load(ptr, typ=wide, align=element_bytes(vty.element)),
                                 ir.Constant(wide, ir.Undefined), picks)
+    if mask is None:
+        mask = ir.Constant(ir.VectorType(ir.IntType(1), lanes), [ir.Constant(ir.IntType(1), 1)] * lanes)
     off = ir.Constant(mask.type, [ir.Constant(ir.IntType(1), 0)] * lanes)
     spread = [ir.Constant(I32, i // stride if i % stride == 0 else lanes) for i in range(span)]
     wide_mask = b.shuffle_vector(mask, off, ir.Constant(ir.VectorType(I32, span), spread))
-    loaded = load_vector(b, ptr, wide, wide_mask)
+    loaded = load_vector(b, ptr, wide, wide_mask, masked_tails)
     return b.shuffle_vector(loaded, ir.Constant(wide, ir.Undefined), picks)
 
 
-def store_vector(b: ir.IRBuilder, value: ir.Value, ptr: ir.Value, mask: ir.Value | None = None) -> None:
+def store_vector(b: ir.IRBuilder, value: ir.Value, ptr: ir.Value, mask: ir.Value | None = None,
+                 masked_tails: bool = False) -> None:
+    """`value`'s lanes to contiguous elements at `ptr` (masked: the lanes on); with
+    `masked_tails`, a count that is not a power of two is stored as the next one, masked."""
     align = ir.Constant(I32, element_bytes(value.type.element))
+    lanes = _padded_lanes(value.type.count, masked_tails)
+    if lanes != value.type.count:
+        mask = _lanes_on(value.type.count, lanes, mask, b)
+        value = _widen(b, value, lanes, ir.Constant(value.type, ir.Undefined))
     if mask is None:
         b.store(value, ptr, align=align.constant)
     else:

@@ -8,8 +8,9 @@ import sys
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from autotune.codegen import build_module
-from autotune.ir.nodes import Broadcast, Buffer, Load, PrimFunc, Ramp, Store, seq
+from autotune.codegen import BuiltFunction, build_module, jit
+from autotune.codegen.llvm import emit_module, entry_symbol
+from autotune.ir.nodes import Allocate, Broadcast, Buffer, Load, PrimFunc, Ramp, Store, seq
 from autotune.te.expr import CmpOp, Compare, Const, Var
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -120,3 +121,40 @@ def test_short_strided_loads_match_numpy(stride, lanes, blocks, offset, cut):
     np.testing.assert_array_equal(masked, np.where(np.arange(n) < n - cut, expect, 0))
     span = f"<{(lanes - 1) * stride + 1} x float>"
     assert (span in f.get_source("ll-raw")) == (stride <= 4)
+
+
+def build_masked_tails(func: PrimFunc, masked_tails: bool) -> BuiltFunction:
+    """`func` compiled with masked tails on or off, whatever this CPU's default."""
+    triple, layout = jit.triple_and_layout()
+    text = str(emit_module(func, parallel=False, triple=triple, data_layout=layout, masked_tails=masked_tails))
+    return BuiltFunction(func, jit.compile_ir(text, entry_symbol(func)), text)
+
+
+@settings(max_examples=25, deadline=None)
+@given(lanes=st.sampled_from([3, 5, 6, 7, 12, 14, 24, 28]), blocks=st.integers(1, 4), cut=st.integers(0, 30),
+       masked_tails=st.booleans())
+def test_odd_lane_counts_are_one_masked_access_of_the_next_power_of_two(lanes, blocks, cut, masked_tails):
+    """With masked tails (AVX-512), a contiguous access of 14 lanes is one masked access of 16
+    (LLVM would split it into 8 + 4 + 2); the buffers end at the last lane, and a predicate
+    still masks its lanes. A local buffer (a register tile) keeps plain loads and stores, which
+    LLVM promotes to registers."""
+    n = blocks * lanes
+    A, B, P = Buffer("A", (n,), "float32"), Buffer("B", (n,), "float32"), Buffer("P", (n,), "float32")
+    T = Buffer("T", (lanes,), "float32", "local")
+    i = Var("i")
+    at, tile = Ramp(mul(i, c(lanes)), c(1), lanes), Ramp(c(0), c(1), lanes)
+    keep = Compare(CmpOp.LT, at, Broadcast(c(n - cut), lanes))
+    twice = mul(Load(A, at), Broadcast(Const(2.0, "float32"), lanes))
+    body = loop(i, blocks, Allocate(T, seq(Store(T, tile, twice), Store(B, at, Load(T, tile)),
+                                           Store(P, at, Load(A, at, keep), keep))))
+    f = build_masked_tails(PrimFunc("odd_lanes", (A, B, P), body), masked_tails)
+    a = rng.random(n, np.float32)
+    twice_a, masked = np.zeros(n, np.float32), np.full(n, -1, np.float32)
+    f(a, twice_a, masked)
+    np.testing.assert_array_equal(twice_a, a * 2)
+    np.testing.assert_array_equal(masked, np.where(np.arange(n) < n - cut, a, -1))
+    wide = 1 << (lanes - 1).bit_length()
+    raw = f.get_source("ll-raw")
+    assert (f"masked.load.v{wide}f32" in raw) == masked_tails
+    assert (f"masked.store.v{wide}f32" in raw) == masked_tails
+    assert f"store <{lanes} x float>" in raw              # the local tile: a plain store
