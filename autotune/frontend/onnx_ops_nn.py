@@ -1,4 +1,4 @@
-"""ONNX convolutions and pooling -> conv1d / conv2d_grouped / conv_transpose2d / pooling templates.
+"""ONNX convolutions and pooling -> conv1d / conv2d_grouped / conv_transpose2d/3d / pooling templates.
 
 Padding is resolved at import (static shapes make auto_pad SAME_* explicit numbers). Parameters
 are written in their shortest form (stride 1, padding 1, not (1, 1) / (1, 1, 1, 1)) so an
@@ -21,11 +21,11 @@ POOLS = {"MaxPool": "max_pool2d", "AveragePool": "avg_pool2d"}
 
 
 def compact(values: list[int]) -> int | tuple[int, ...]:
-    """(a, a) -> a; (t, l, t, l) -> (t, l); anything else unchanged."""
+    """(a, a) -> a; (t, l, t, l) -> (t, l) (3-d pads alike); anything else unchanged."""
     if len(set(values)) == 1:
         return int(values[0])
     half = len(values) // 2
-    if len(values) == 4 and values[:half] == values[half:]:
+    if len(values) in (4, 6) and values[:half] == values[half:]:
         return tuple(values[:half])
     return tuple(int(v) for v in values)
 
@@ -86,7 +86,7 @@ def _conv(b: Builder, node: Any, attrs: Attrs) -> None:
 
 def _conv_transpose_check(node: Any, attrs: Attrs) -> list[str]:
     kernel = attrs.get("kernel_shape")
-    return [f"kernel_shape={kernel} ({len(kernel)}-d)"] if kernel is not None and len(kernel) != 2 else []
+    return [f"kernel_shape={kernel} ({len(kernel)}-d)"] if kernel is not None and len(kernel) not in (1, 2, 3) else []
 
 
 def _transpose_pads(attrs: Attrs, sizes: tuple[int, ...], kernel: list[int], strides: list[int],
@@ -111,12 +111,12 @@ def _transpose_pads(attrs: Attrs, sizes: tuple[int, ...], kernel: list[int], str
 
 @converts("ConvTranspose", check=_conv_transpose_check)
 def _conv_transpose(b: Builder, node: Any, attrs: Attrs) -> None:
-    """conv_transpose2d (W: C x F/groups x KH x KW), then the bias as for Conv; 1-d runs as 2-d on
-    (N, C, 1, L) and (C, F/groups, 1, K) views."""
+    """conv_transpose2d (W: C x F/groups x KH x KW) or conv_transpose3d, then the bias as for
+    Conv; 1-d runs as 2-d on (N, C, 1, L) and (C, F/groups, 1, K) views."""
     x, w = node.input[0], node.input[1]
     rank = len(b.shape(x))
-    if rank not in (3, 4):
-        raise b.fail(f"{rank - 2}-d ConvTranspose is not supported (1-d and 2-d only)")
+    if rank not in (3, 4, 5):
+        raise b.fail(f"{rank - 2}-d ConvTranspose is not supported (1-d, 2-d and 3-d only)")
     (N, C, *sizes), (_, Fg, *kernel) = b.shape(x), b.shape(w)
     groups = int(attrs.get("group", 1))
     strides, dilations = list(attrs.get("strides", [1] * len(sizes))), list(attrs.get("dilations", [1] * len(sizes)))
@@ -125,17 +125,19 @@ def _conv_transpose(b: Builder, node: Any, attrs: Attrs) -> None:
         x, w = b.view(x, (N, C, 1, sizes[0])), b.view(w, (C, Fg, 1, kernel[0]))
         sizes, kernel, begin, end = [1, *sizes], [1, *kernel], [0, *begin], [0, *end]
         strides, dilations, output_padding = [1, *strides], [1, *dilations], [0, *output_padding]
-    out_shape = b.out_shape() if rank == 4 else (N, Fg * groups, 1, b.out_shape()[2])
-    params = {"N": N, "C": C, "H": sizes[0], "W": sizes[1], "F": Fg * groups, "KH": kernel[0], "KW": kernel[1],
+    out_shape = b.out_shape() if rank > 3 else (N, Fg * groups, 1, b.out_shape()[2])
+    axes = ("D", "H", "W") if rank == 5 else ("H", "W")
+    params = {"N": N, "C": C, **dict(zip(axes, sizes)), "F": Fg * groups, **{f"K{a}": k for a, k in zip(axes, kernel)},
               "stride": compact(strides), "padding": compact(begin + end), "output_padding": compact(output_padding),
               "dilation": compact(dilations), "groups": groups}
     has_bias = len(node.input) > 2 and bool(node.input[2])
-    last = b.out() if rank == 4 else None          # a 1-d result is viewed back from (N, F, 1, L)
-    y = b.kernel("conv_transpose2d", [x, w], params, out_shape, out=None if has_bias else last)
+    last = b.out() if rank > 3 else None           # a 1-d result is viewed back from (N, F, 1, L)
+    op = "conv_transpose3d" if rank == 5 else "conv_transpose2d"
+    y = b.kernel(op, [x, w], params, out_shape, out=None if has_bias else last)
     if has_bias:
         from .onnx_ops import binary
 
-        y = binary(b, "add", y, b.view(node.input[2], (1, Fg * groups, 1, 1)), out=last)
+        y = binary(b, "add", y, b.view(node.input[2], (1, Fg * groups) + (1,) * (len(out_shape) - 2)), out=last)
     if rank == 3:
         b.view(y, b.out_shape(), b.out())
 

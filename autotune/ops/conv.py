@@ -1,5 +1,5 @@
 """Convolution ops and the fused conv/dense epilogues: conv1d, conv2d_grouped, depthwise_conv2d,
-conv2d_nhwc, conv2d_bias_relu, conv2d_bn (batch norm folded), dense_gelu, conv_transpose2d.
+conv2d_nhwc, conv2d_bias_relu, conv2d_bn (batch norm folded), dense_gelu, conv_transpose2d/3d.
 
 Layouts as in `autotune.topi.conv` (weights OIHW / OIW, HWIO for NHWC). stride and dilation are
 an int or a pair, padding an int, a pair or (top, left, bottom, right). They are canonicalised
@@ -18,7 +18,7 @@ from ..topi.conv_transpose import transpose_geometry
 from .checks import arrays as _arrays, contiguous as _contiguous, float_dtype
 
 __all__ = ["conv1d", "conv2d_bias_relu", "conv2d_bn", "conv2d_grouped", "conv2d_nhwc", "conv_transpose2d",
-           "dense_gelu", "depthwise_conv2d", "fold_batch_norm"]
+           "conv_transpose3d", "dense_gelu", "depthwise_conv2d", "fold_batch_norm"]
 
 def _canon(value: Any, dims: int) -> int | tuple[int, ...]:
     """An int if every entry is the same, else the tuple (padding (t, l, b, r) -> (t, l) if symmetric)."""
@@ -142,15 +142,30 @@ def conv_transpose2d(x: np.ndarray, w: np.ndarray, stride: Any = 1, padding: Any
     """NCHW transposed conv of x (N x C x H x W) with w (C x F/groups x KH x KW), as ONNX
     ConvTranspose and PyTorch's conv_transpose2d: output (H - 1) * stride - pad_top - pad_bottom
     + dilation * (KH - 1) + output_padding + 1 rows (columns alike)."""
-    op = "conv_transpose2d"
-    dtype = float_dtype(op, _arrays(op, ("x", "w"), (x, w), (4, 4)))
-    (N, C, H, W), (Cw, Fg, KH, KW), groups = x.shape, w.shape, _groups(op, groups)
+    return _conv_transpose("conv_transpose2d", ("H", "W"), x, w, stride, padding, output_padding, dilation, groups, db)
+
+
+def conv_transpose3d(x: np.ndarray, w: np.ndarray, stride: Any = 1, padding: Any = 0, output_padding: Any = 0,
+                     dilation: Any = 1, groups: int = 1, db: Any = None) -> np.ndarray:
+    """NCDHW transposed conv of x (N x C x D x H x W) with w (C x F/groups x KD x KH x KW), as
+    ONNX ConvTranspose and PyTorch's conv_transpose3d (each spatial axis sized as in 2-d)."""
+    return _conv_transpose("conv_transpose3d", ("D", "H", "W"), x, w, stride, padding, output_padding, dilation,
+                           groups, db)
+
+
+def _conv_transpose(op: str, axes: tuple[str, ...], x: np.ndarray, w: np.ndarray, stride: Any, padding: Any,
+                    output_padding: Any, dilation: Any, groups: int, db: Any) -> np.ndarray:
+    dims = len(axes)
+    dtype = float_dtype(op, _arrays(op, ("x", "w"), (x, w), (dims + 2, dims + 2)))
+    (N, C, *size), (Cw, Fg, *kernel), groups = x.shape, w.shape, _groups(op, groups)
     if Cw != C:
-        raise ValueError(f"{op}: argument w must have {C} input channels first (C x F/groups x KH x KW), "
-                         f"got w {w.shape} for x {x.shape}")
-    transpose_geometry(op, C, Fg * groups, (H, W), (KH, KW), stride, padding, output_padding, dilation, groups)
-    hyper: dict[str, Any] = {"stride": _canon(stride, 2), "padding": _canon(padding, 2),
-                             "output_padding": _canon(output_padding, 2), "dilation": _canon(dilation, 2),
+        raise ValueError(f"{op}: argument w must have {C} input channels first (C x F/groups x "
+                         f"{' x '.join('K' + a for a in axes)}), got w {w.shape} for x {x.shape}")
+    transpose_geometry(op, C, Fg * groups, tuple(size), tuple(kernel), stride, padding, output_padding, dilation,
+                       groups)
+    hyper: dict[str, Any] = {"stride": _canon(stride, dims), "padding": _canon(padding, dims),
+                             "output_padding": _canon(output_padding, dims), "dilation": _canon(dilation, dims),
                              "groups": groups}
-    kernel = load(op, db=db, dtype=dtype, N=N, C=C, H=H, W=W, F=Fg * groups, KH=KH, KW=KW, **hyper)
-    return kernel(*_contiguous(x, w))
+    shape = dict(zip(axes, size)) | {f"K{a}": k for a, k in zip(axes, kernel)}
+    kernel_fn = load(op, db=db, dtype=dtype, N=N, C=C, F=Fg * groups, **shape, **hyper)
+    return kernel_fn(*_contiguous(x, w))

@@ -1,8 +1,9 @@
-"""Transposed convolution (ONNX ConvTranspose, PyTorch ConvTranspose2d) as a te compute, its
-geometry and its numpy reference.
+"""Transposed convolution (ONNX ConvTranspose, PyTorch ConvTranspose2d/3d) as a te compute, its
+geometry and its numpy reference, over 2 or 3 spatial axes.
 
 Layouts: X (N, C, H, W), W (C, F/groups, KH, KW), Y (N, F, OH, OW) with
-    OH = (H - 1) * sh - pad_top - pad_bottom + dh * (KH - 1) + output_padding_h + 1   (W alike).
+    OH = (H - 1) * sh - pad_top - pad_bottom + dh * (KH - 1) + output_padding_h + 1   (W alike);
+3-d: X (N, C, D, H, W), W (C, F/groups, KD, KH, KW), Y (N, F, OD, OH, OW), each axis alike.
 Input channel c belongs to group c // (C / groups) and feeds that group's F/groups outputs.
 
 The compute is a gather: output (oy, ox) sums, over the kernel offsets (ky, kx) and its group's
@@ -23,27 +24,29 @@ from .conv import _in_channel, _ints, pad
 
 @dataclass(frozen=True)
 class TransposeGeometry:
-    """The checked hyper-parameters of a 2-d transposed conv and its output size."""
+    """The checked hyper-parameters of a transposed conv over len(spatial) axes and its output size."""
 
     in_channels: int
     out_channels: int
-    spatial: tuple[int, int]
-    kernel: tuple[int, int]
-    stride: tuple[int, int]
-    pad_before: tuple[int, int]
-    pad_after: tuple[int, int]
-    output_padding: tuple[int, int]
-    dilation: tuple[int, int]
+    spatial: tuple[int, ...]
+    kernel: tuple[int, ...]
+    stride: tuple[int, ...]
+    pad_before: tuple[int, ...]
+    pad_after: tuple[int, ...]
+    output_padding: tuple[int, ...]
+    dilation: tuple[int, ...]
     groups: int
-    out: tuple[int, int]
+    out: tuple[int, ...]
 
 
-def transpose_geometry(op: str, C: int, F: int, spatial: tuple[int, int], kernel: tuple[int, int], stride: Any,
+def transpose_geometry(op: str, C: int, F: int, spatial: tuple[int, ...], kernel: tuple[int, ...], stride: Any,
                        padding: Any, output_padding: Any, dilation: Any, groups: int) -> TransposeGeometry:
-    """Check the hyper-parameters (errors name the op and the argument) and size the output."""
-    st, dl = _ints(op, "stride", stride, (2,), 2), _ints(op, "dilation", dilation, (2,), 2)
-    pd, op_ = _ints(op, "padding", padding, (2, 4), 2), _ints(op, "output_padding", output_padding, (2,), 2)
-    before, after = (pd, pd) if len(pd) == 2 else (pd[:2], pd[2:])
+    """Check the hyper-parameters (errors name the op and the argument) and size the output.
+    Padding is one int, one per axis, or the begins of every axis then the ends."""
+    n = len(spatial)
+    st, dl = _ints(op, "stride", stride, (n,), n), _ints(op, "dilation", dilation, (n,), n)
+    pd, op_ = _ints(op, "padding", padding, (n, 2 * n), n), _ints(op, "output_padding", output_padding, (n,), n)
+    before, after = (pd, pd) if len(pd) == n else (pd[:n], pd[n:])
     if min(C, F, *spatial, *kernel) < 1:
         raise ValueError(f"{op}: channels, spatial sizes and kernel sizes must be >= 1, got C={C}, F={F}, "
                          f"spatial={spatial}, kernel={kernel}")
@@ -60,7 +63,7 @@ def transpose_geometry(op: str, C: int, F: int, spatial: tuple[int, int], kernel
                 for n, s, lo, hi, d, k, o in zip(spatial, st, before, after, dl, kernel, op_))
     if min(out) < 1:
         raise ValueError(f"{op}: the padding {padding} leaves an empty output {out}")
-    return TransposeGeometry(C, F, spatial, kernel, st, before, after, op_, dl, groups, out)  # type: ignore[arg-type]
+    return TransposeGeometry(C, F, spatial, kernel, st, before, after, op_, dl, groups, out)
 
 
 def _input_pad(g: TransposeGeometry, axis: int) -> tuple[int, int]:
@@ -72,43 +75,52 @@ def _input_pad(g: TransposeGeometry, axis: int) -> tuple[int, int]:
     return before, after
 
 
-def conv_transpose2d_nchw(X: te.Tensor, Wt: te.Tensor, g: TransposeGeometry,
-                          name: str = "Y") -> tuple[te.Tensor, te.Tensor]:
-    """(pad, Y): Y[n, f, oy, ox] = sum over rc, ry, rx where (oy + pt - ry*dh) % sh == 0 and
-    (ox + pl - rx*dw) % sw == 0 of X[n, c, (oy + pt - ry*dh) / sh, (ox + pl - rx*dw) / sw] *
-    W[c, f % Fg, ry, rx], c = (f // Fg) * Cg + rc."""
+def conv_transpose_nchw(X: te.Tensor, Wt: te.Tensor, g: TransposeGeometry,
+                        name: str = "Y") -> tuple[te.Tensor, te.Tensor]:
+    """(pad, Y) over 2 or 3 spatial axes; 2-d: Y[n, f, oy, ox] = sum over rc, ry, rx where
+    (oy + pt - ry*dh) % sh == 0 and (ox + pl - rx*dw) % sw == 0 of
+    X[n, c, (oy + pt - ry*dh) / sh, (ox + pl - rx*dw) / sw] * W[c, f % Fg, ry, rx],
+    c = (f // Fg) * Cg + rc; 3-d adds the depth axis alike."""
     N, C = X.shape[:2]
-    (KH, KW), (sh, sw), (dh, dw) = g.kernel, g.stride, g.dilation
+    dims = len(g.spatial)
     Cg, Fg = C // g.groups, g.out_channels // g.groups
-    (bh, ah), (bw, aw) = _input_pad(g, 0), _input_pad(g, 1)
-    P = pad(X, (2, 3), (bh, bw), (ah, aw))
-    rc, ry, rx = te.reduce_axis((0, Cg), name="rc"), te.reduce_axis((0, KH), name="ry"), te.reduce_axis((0, KW), "rx")
-    pt, pl = g.pad_before
+    pads = [_input_pad(g, a) for a in range(dims)]
+    P = pad(X, range(2, 2 + dims), [lo for lo, _ in pads], [hi for _, hi in pads])
+    rc = te.reduce_axis((0, Cg), name="rc")
+    taps = [te.reduce_axis((0, k), name=r) for k, r in zip(g.kernel, ("rz", "ry", "rx")[3 - dims:])]
 
-    def tap(n: Any, f: Any, oy: Any, ox: Any) -> Any:
-        ty, tx = oy + pt - ry * dh, ox + pl - rx * dw
+    def tap(n: Any, f: Any, *o: Any) -> Any:
+        t = [oa + lo - r * d for oa, lo, r, d in zip(o, g.pad_before, taps, g.dilation)]
         c = _in_channel(f, rc, g.groups, Fg, Cg)
-        value = P[n, c, ty // sh + bh, tx // sw + bw] * Wt[c, f % Fg if g.groups > 1 else f, ry, rx]
-        exact = [t % s == 0 for t, s in ((ty, sh), (tx, sw)) if s > 1]
+        at = [ta // s + lo for ta, s, (lo, _) in zip(t, g.stride, pads)]
+        value = P[(n, c, *at)] * Wt[(c, f % Fg if g.groups > 1 else f, *taps)]
+        exact = [ta % s == 0 for ta, s in zip(t, g.stride) if s > 1]
         return te.if_then_else(te.all(*exact), value, te.const(0, X.dtype)) if exact else value
 
-    Y = te.compute((N, g.out_channels, *g.out), lambda n, f, oy, ox: te.sum(tap(n, f, oy, ox), axis=[rc, ry, rx]),
-                   name=name)
+    def body(n: Any, f: Any, *o: Any) -> Any:
+        return te.sum(tap(n, f, *o), axis=[rc, *taps])
+
+    if dims == 2:       # te.compute names its axes after the function's own parameters
+        Y = te.compute((N, g.out_channels, *g.out), lambda n, f, y, x: body(n, f, y, x), name=name)
+    else:
+        Y = te.compute((N, g.out_channels, *g.out), lambda n, f, z, y, x: body(n, f, z, y, x), name=name)
     return P, Y
 
 
-def conv_transpose2d_reference(x: np.ndarray, w: np.ndarray, g: TransposeGeometry) -> np.ndarray:
+def conv_transpose_reference(x: np.ndarray, w: np.ndarray, g: TransposeGeometry) -> np.ndarray:
     """numpy transposed conv as a scatter (independent of the gather above): each kernel offset
     adds a grouped einsum of the input into a strided view of the uncropped output."""
-    n, c, h, wd = x.shape
-    (kh, kw), (sh, sw), (dh, dw), groups = g.kernel, g.stride, g.dilation, g.groups
+    n, c, *size = x.shape
+    groups = g.groups
     fg, cg = g.out_channels // groups, c // groups
-    (pt, pl), (oh, ow) = g.pad_before, g.out
-    full = np.zeros((n, groups, fg, max((h - 1) * sh + dh * (kh - 1) + 1, pt + oh),
-                     max((wd - 1) * sw + dw * (kw - 1) + 1, pl + ow)), np.float64)
-    xg, wg = x.reshape(n, groups, cg, h, wd).astype(np.float64), w.reshape(groups, cg, fg, kh, kw)
-    for ky in range(kh):
-        for kx in range(kw):
-            full[..., ky * dh:ky * dh + (h - 1) * sh + 1:sh, kx * dw:kx * dw + (wd - 1) * sw + 1:sw] += \
-                np.einsum("ngchw,gcf->ngfhw", xg, wg[..., ky, kx])
-    return full[..., pt:pt + oh, pl:pl + ow].reshape(n, g.out_channels, oh, ow).astype(x.dtype)
+    full_size = [max((i - 1) * s + d * (k - 1) + 1, lo + o)
+                 for i, s, d, k, lo, o in zip(size, g.stride, g.dilation, g.kernel, g.pad_before, g.out)]
+    full = np.zeros((n, groups, fg, *full_size), np.float64)
+    xg, wg = x.reshape(n, groups, cg, *size).astype(np.float64), w.reshape(groups, cg, fg, *g.kernel)
+    lead: tuple[Any, ...] = (slice(None),) * 3           # (n, group, f) or (group, c, f)
+    for offset in np.ndindex(*g.kernel):
+        window = tuple(slice(k * d, k * d + (i - 1) * s + 1, s)
+                       for k, d, i, s in zip(offset, g.dilation, size, g.stride))
+        full[lead + window] += np.einsum("ngc...,gcf->ngf...", xg, wg[lead + offset])
+    crop = tuple(slice(lo, lo + o) for lo, o in zip(g.pad_before, g.out))
+    return full[lead + crop].reshape(n, g.out_channels, *g.out).astype(x.dtype)

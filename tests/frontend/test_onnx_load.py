@@ -259,8 +259,8 @@ def test_import_autotune_does_not_import_onnx() -> None:
 
 def test_a_shape_dependent_refusal_names_the_node_and_why() -> None:
     node = helper.make_node("ConvTranspose", ["x", "w"], ["y"], name="up3")
-    with pytest.raises(ValueError, match=r"ConvTranspose 'up3': 3-d ConvTranspose is not supported"):
-        frontend.load(make_model([node], {"x": ((1, 2, 3, 3, 3), F)}, ["y"], {"w": np.ones((2, 1, 2, 2, 2), F)}))
+    with pytest.raises(ValueError, match=r"ConvTranspose 'up3': 4-d ConvTranspose is not supported"):
+        frontend.load(make_model([node], {"x": ((1, 2, 3, 3, 3, 3), F)}, ["y"], {"w": np.ones((2, 1, 2, 2, 2, 2), F)}))
     node = helper.make_node("Resize", ["x", "", "s"], ["y"], name="up", mode="cubic", antialias=1)
     with pytest.raises(ValueError, match=r"Resize 'up': a cubic antialiased downscale by 20x reads 80 taps per output"):
         frontend.load(make_model([node], {"x": ((1, 2, 5, 200), F)}, ["y"], {"s": np.array([1, 1, 1, 0.05], F)}, 19))

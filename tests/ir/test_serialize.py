@@ -74,6 +74,8 @@ CPU_SHAPES = {
     **{op: dict(shape=(5, 37)) for op in ("floor", "ceil", "round", "sign", "softplus", "sin", "cos")},
     "conv_transpose2d": dict(N=1, C=6, H=7, W=9, F=4, KH=3, KW=3, stride=2, padding=1, output_padding=1,
                              dilation=1, groups=2),
+    "conv_transpose3d": dict(N=1, C=6, D=3, H=7, W=9, F=4, KD=2, KH=3, KW=3, stride=2, padding=1,
+                             output_padding=1, dilation=1, groups=2),
     "instance_norm": dict(shape=(2, 3, 7, 9), eps=1e-5),
     "resize": dict(shape=(1, 2, 7, 9), out_shape=(1, 2, 13, 17), mode="linear", coord="half_pixel",
                    nearest="round_prefer_floor"),

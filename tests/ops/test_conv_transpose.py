@@ -1,6 +1,7 @@
-"""conv_transpose2d: several configs vs the numpy scatter reference on odd shapes (stride 2 with
-output_padding 1 and groups 2, asymmetric padding, dilation), ONNX ConvTranspose through onnx's
-reference evaluator (groups 1; its grouped path is wrong) and onnxruntime (groups 2), bad input."""
+"""conv_transpose2d and conv_transpose3d: several configs vs the numpy scatter reference on odd
+shapes (stride 2 with output_padding 1 and groups 2, asymmetric padding, dilation), ONNX
+ConvTranspose through onnx's reference evaluator (groups 1; its grouped path is wrong) and
+onnxruntime (groups 2), bad input."""
 import numpy as np
 import pytest
 
@@ -65,3 +66,46 @@ X, W = np.ones((1, 4, 5, 5), np.float32), np.ones((4, 3, 3, 3), np.float32)
 def test_bad_input_names_the_argument(call, error, message):
     with pytest.raises(error, match=message):
         call()
+
+
+CASES_3D = [
+    dict(N=1, C=4, D=3, H=5, W=7, F=6, KD=2, KH=3, KW=3, stride=2, padding=1, output_padding=1, dilation=1, groups=2),
+    dict(N=2, C=3, D=4, H=3, W=19, F=5, KD=3, KH=2, KW=3, stride=(1, 2, 1), padding=(0, 1, 2, 1, 0, 0),
+         output_padding=(0, 1, 0), dilation=(2, 1, 1), groups=1),
+]
+
+
+@pytest.mark.parametrize("params", CASES_3D)
+def test_conv_transpose3d_matches_numpy_at_several_configs(check_configs, params):
+    check_configs("conv_transpose3d", n_random=3, **params)
+
+
+def test_conv_transpose3d_counts_the_scatters_work():
+    assert autotune.create_task("conv_transpose3d", **CASES_3D[0]).flop == 2 * 1 * 4 * 3 * 5 * 7 * 3 * 2 * 3 * 3
+
+
+@pytest.mark.parametrize("params, runtime", [(CASES_3D[0], "onnxruntime"), (CASES_3D[1], "reference")])
+def test_conv_transpose3d_follows_onnx(params, runtime):
+    rng = np.random.default_rng(8)
+    p = params
+    x = rng.standard_normal((p["N"], p["C"], p["D"], p["H"], p["W"])).astype(np.float32)
+    w = rng.standard_normal((p["C"], p["F"] // p["groups"], p["KD"], p["KH"], p["KW"])).astype(np.float32)
+
+    def triple(v):
+        return list(v) if isinstance(v, tuple) else [v] * 3
+
+    pads = list(p["padding"]) if isinstance(p["padding"], tuple) else [p["padding"]] * 6
+    (want,) = run_node("ConvTranspose", [x, w], runtime=runtime, strides=triple(p["stride"]), pads=pads,
+                       output_padding=triple(p["output_padding"]), dilations=triple(p["dilation"]), group=p["groups"])
+    got = ops.conv_transpose3d(x, w, p["stride"], p["padding"], p["output_padding"], p["dilation"], p["groups"])
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_conv_transpose3d_bad_input_names_the_argument():
+    x, w = np.ones((1, 4, 3, 5, 5), np.float32), np.ones((4, 3, 3, 3, 3), np.float32)
+    with pytest.raises(ValueError, match="conv_transpose3d: argument w must have 4 input channels first"):
+        ops.conv_transpose3d(x, w[:3])
+    with pytest.raises(TypeError, match="conv_transpose3d: stride must be an int or a tuple of 3 ints"):
+        ops.conv_transpose3d(x, w, stride=(1, 2))
+    with pytest.raises(ValueError, match="conv_transpose3d: argument x"):
+        ops.conv_transpose3d(x[0], w)

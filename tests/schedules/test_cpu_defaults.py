@@ -68,6 +68,8 @@ EXAMPLES = {
     "expand": [dict(shape=(37, 1), out_shape=(3, 37, 1001))],
     "conv_transpose2d": [dict(N=1, C=16, H=13, W=11, F=8, KH=4, KW=4, stride=2, padding=1, output_padding=0,
                               dilation=1, groups=1)],
+    "conv_transpose3d": [dict(N=1, C=16, D=5, H=13, W=11, F=8, KD=3, KH=4, KW=4, stride=2, padding=1,
+                              output_padding=0, dilation=1, groups=1)],
     "instance_norm": [dict(shape=(2, 17, 29, 31), eps=1e-5), dict(shape=(1, 3, 5), eps=1e-5)],
     "resize": [dict(shape=(1, 17, 29, 31), out_shape=(1, 17, 58, 62), mode="nearest", coord="asymmetric",
                     nearest="floor"),

@@ -12,7 +12,7 @@ _OPS_OF_MODULE: dict[str, tuple[str, ...]] = {
     "matmul": ("dense", "dense_packed", "matmul", "matmul_packed"),
     "batch_matmul": ("batch_matmul",),
     "conv2d": ("conv2d", "conv2d_grouped"),
-    "conv_transpose": ("conv_transpose2d",),
+    "conv_transpose": ("conv_transpose2d", "conv_transpose3d"),
     "conv": ("conv1d", "conv2d_bias_relu", "conv2d_bn", "conv2d_nhwc", "dense_gelu"),
     "nn": ("attention", "batch_norm", "cross_entropy", "instance_norm", "layer_norm", "log_softmax", "rms_norm",
            "softmax"),
