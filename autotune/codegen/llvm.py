@@ -310,8 +310,7 @@ class LLVMCodegen:
         elif _is_short_stride(e.index) and e.lanes > 1:
             ptr = h.element_ptr(b, base, self.index(e.index.base), elem)
             stride = cast(Const, e.index.stride).value
-            value = h.load_strided(b, ptr, h.vector_of(elem, e.lanes), int(stride), mask,
-                                   self._masks_tails(e.buffer))
+            value = h.load_strided(b, ptr, h.vector_of(elem, e.lanes), int(stride), mask)
         else:
             index = self.index(e.index)
             if mask is not None:    # masked-off lanes read element 0, which always exists
