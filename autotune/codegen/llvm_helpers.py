@@ -310,7 +310,7 @@ def _widen(b: ir.IRBuilder, v: ir.Value, lanes: int, fill: ir.Value) -> ir.Value
     return b.shuffle_vector(v, fill, ir.Constant(ir.VectorType(I32, lanes), picks))
 
 
-def _lanes_on(count: int, lanes: int, mask: ir.Value | None, b: ir.IRBuilder) -> ir.Value:
+def _lanes_on(b: ir.IRBuilder, count: int, lanes: int, mask: ir.Value | None) -> ir.Value:
     """A `lanes`-lane mask: the first `count` lanes `mask`'s (or on), the rest off."""
     if mask is None:
         bits = [ir.Constant(ir.IntType(1), int(i < count)) for i in range(lanes)]
@@ -326,7 +326,7 @@ def load_vector(b: ir.IRBuilder, ptr: ir.Value, vty: ir.VectorType,
     lanes = _padded_lanes(vty.count, masked_tails)
     if lanes != vty.count:
         wide = vector_of(vty.element, lanes)
-        loaded = call_intrinsic(b, "masked.load", [ptr, align, _lanes_on(vty.count, lanes, mask, b),
+        loaded = call_intrinsic(b, "masked.load", [ptr, align, _lanes_on(b, vty.count, lanes, mask),
                                                    const_like(wide, 0)], overload=[wide, PTR], ret=wide)
         first = ir.Constant(ir.VectorType(I32, vty.count), [ir.Constant(I32, i) for i in range(vty.count)])
         return b.shuffle_vector(loaded, ir.Constant(wide, ir.Undefined), first)
@@ -364,7 +364,7 @@ def store_vector(b: ir.IRBuilder, value: ir.Value, ptr: ir.Value, mask: ir.Value
     align = ir.Constant(I32, element_bytes(value.type.element))
     lanes = _padded_lanes(value.type.count, masked_tails)
     if lanes != value.type.count:
-        mask = _lanes_on(value.type.count, lanes, mask, b)
+        mask = _lanes_on(b, value.type.count, lanes, mask)
         value = _widen(b, value, lanes, ir.Constant(value.type, ir.Undefined))
     if mask is None:
         b.store(value, ptr, align=align.constant)

@@ -304,20 +304,21 @@ def _pointwise_epilogue(out: Tensor, Y: Tensor) -> Callable[[Expr, tuple[Expr, .
 def _matmul_group(graph: Graph, members: list[Node]) -> GroupKernel:
     """A matmul with its epilogue (`matmul_body`), or a GEMM chain (`fusion`): each matmul with
     its epilogue, the next one's left operand the output before it (`matmul_chain_body`)."""
+    mm = members[0]
     starts = [i for i, n in enumerate(members) if n.op in MATMULS]
     segments = [members[a:b] for a, b in zip(starts, [*starts[1:], len(members)])]
-    M, dtype = members[0].params["M"], members[0].dtype
+    M, dtype = mm.params["M"], mm.dtype
     comp = _Composer(graph, members, graph.values)
-    for mm in (seg[0] for seg in segments[1:]):
-        a = graph.value(mm.inputs[0])
-        if a.shape != (M, mm.params["K"]) or mm.params["M"] != M:
-            raise NotPointwise(f"{mm.name} reads the product before it as {list(a.shape)}, not its (M, N)")
+    for later in (seg[0] for seg in segments[1:]):
+        a = graph.value(later.inputs[0])
+        if a.shape != (M, later.params["K"]) or later.params["M"] != M:
+            raise NotPointwise(f"{later.name} reads the product before it as {list(a.shape)}, not its (M, N)")
     epilogues = [_Epilogue(graph, comp, seg[0], seg[1:]) if len(seg) > 1 else None for seg in segments]
     for e in epilogues:                     # the inputs, in order, before any build
         if e is not None:
             e(te.placeholder((M, e.N), dtype, name="C"))
     extra = [comp.placeholders[n] for n in comp.inputs]
-    A = te.placeholder((M, members[0].params["K"]), dtype, name="A")
+    A = te.placeholder((M, mm.params["K"]), dtype, name="A")
     Bs = [te.placeholder(graph.value(seg[0].inputs[1]).shape, dtype, name="B" if i == 0 else f"B{i}")
           for i, seg in enumerate(segments)]
     ref = A
@@ -325,7 +326,6 @@ def _matmul_group(graph: Graph, members: list[Node]) -> GroupKernel:
         ref = _reference_product(ref, B, seg[0], e, "" if i == 0 else str(i))
     fp = fingerprint([ref], [A, *Bs, *extra])
     name = _task_name(members, fp)
-    mm = members[0]
     if len(segments) == 1:
         build = partial(matmul_body, M=M, N=mm.params["N"], K=mm.params["K"], dtype=dtype, epilogue=epilogues[0],
                         extra_inputs=extra, panel=mm.params.get("panel"))

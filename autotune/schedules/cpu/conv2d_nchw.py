@@ -73,9 +73,9 @@ from ...topi.conv import ConvGeometry, Epilogue
 from ..schedule import Schedule
 from .rules import closest, cpu_facts, first, lanes, split_first
 
-_TILE_F = (1, 2, 4, 8, 16)
+TILE_F = (1, 2, 4, 8, 16)
 _TILE_Y = (1, 2, 4, 8)
-_TILE_X = (8, 14, 16, 28, 32, 56)
+TILE_X = (8, 14, 16, 28, 32, 56)
 _TILE_RC = (1, 4, 8, 16, 32)
 MAX_UNROLLED_WINDOW = 256   # vector multiply-adds of an unrolled window (unroll_window's rule)
 
@@ -100,11 +100,8 @@ def tile_rules(cfg: Any, dtype: str, out: tuple[int, ...], kernel: tuple[int, ..
     column, or fewer: stride 1)."""
     L, facts = lanes(cfg, dtype), cpu_facts(cfg)
     (OH, OW), (KH, KW) = out, kernel
-    dividing = [v for v in _TILE_X if v <= OW and OW % v == 0]
-    if dividing or OW > L:
-        tile_x = closest(max(1, L // column_stride), dividing or [min(v, OW) for v in _TILE_X])
-    else:
-        tile_x = OW
+    dividing = [v for v in TILE_X if v <= OW and OW % v == 0]
+    tile_x = closest(max(1, L // column_stride), dividing or [min(v, OW) for v in TILE_X]) if dividing or OW > L else OW
     if max(_TILE_Y) >= OH:
         tile_y = OH
     elif row_stride > 1:
@@ -112,7 +109,7 @@ def tile_rules(cfg: Any, dtype: str, out: tuple[int, ...], kernel: tuple[int, ..
     else:
         tile_y = max(v for v in _TILE_Y[:-1] if OH % v == 0)
     accumulators = (32 if facts.vector_bytes == 64 else 16) // 2 // (tile_y * -(-tile_x // L))
-    tile_f = max([v for v in _TILE_F if v <= min(Fg, accumulators)] or [1])
+    tile_f = max([v for v in TILE_F if v <= min(Fg, accumulators)] or [1])
     block = tile_f * KH * KW * dtype_info(dtype).bytes
     fitting = [v for v in _TILE_RC if v <= Cg and v * block <= facts.l1d_bytes // 4] or [1]
     exact = [v for v in fitting if Cg % v == 0]
@@ -135,9 +132,9 @@ def define_tile_knobs(cfg: Any, F: int, Cg: int, out: tuple[int, ...], rules: tu
     """The knobs `schedule_nchw` reads, each default by `rules` (tile_f, tile_y, tile_x, tile_rc),
     `pad` (the default padding placement) and `unroll_window` (its values, the default first)."""
     (OH, OW), (tile_f, tile_y, tile_x, tile_rc) = out, rules
-    cfg.define_split("tile_f", F, 2, policy="candidate", candidate=split_first(tile_f, F, _TILE_F), when=when)
+    cfg.define_split("tile_f", F, 2, policy="candidate", candidate=split_first(tile_f, F, TILE_F), when=when)
     cfg.define_split("tile_y", OH, 2, policy="candidate", candidate=split_first(tile_y, OH, _TILE_Y), when=when)
-    cfg.define_split("tile_x", OW, 2, policy="candidate", candidate=split_first(tile_x, OW, _TILE_X), when=when)
+    cfg.define_split("tile_x", OW, 2, policy="candidate", candidate=split_first(tile_x, OW, TILE_X), when=when)
     cfg.define_split("tile_rc", Cg, 2, policy="candidate", candidate=split_first(tile_rc, Cg, _TILE_RC),
                      when=when)
     cfg.define_knob("reduce_order", ["rc_outer", "kernel_outer"], when=when)

@@ -25,8 +25,14 @@ import numpy as np
 from ... import te
 from ...topi import conv_transpose as topi
 from ..task import template
-from .conv2d_nchw import define_tile_knobs, place_pad, schedule_nchw, tile_rules
-from .rules import lanes, split_first
+from .conv2d_nchw import TILE_F, TILE_X, define_tile_knobs, place_pad, schedule_nchw, tile_rules
+from .rules import first, lanes, split_first
+
+
+def _pad(cfg: Any, dtype: str, Fg: int) -> str:
+    """The default padding placement: a padded copy once a group has a vector of filters to
+    share each padded input, else inline."""
+    return "root" if Fg >= lanes(cfg, dtype) else "inline"
 
 
 def _geometry(N: int, C: int, H: int, W: int, F: int, KH: int, KW: int, stride: Any, padding: Any,
@@ -53,8 +59,7 @@ def conv_transpose2d_template(cfg: Any, N: int, C: int, H: int, W: int, F: int, 
     (every input times its group's F/groups x KH x KW weights), not the skipped taps."""
     g = _geometry(N, C, H, W, F, KH, KW, stride, padding, output_padding, dilation, groups)
     Fg, Cg = F // groups, C // groups
-    pad = "root" if Fg >= lanes(cfg, dtype) else "inline"
-    define_tile_knobs(cfg, F, Cg, g.out, tile_rules(cfg, dtype, g.out, g.kernel, Fg, Cg, 1), pad)
+    define_tile_knobs(cfg, F, Cg, g.out, tile_rules(cfg, dtype, g.out, g.kernel, Fg, Cg, 1), _pad(cfg, dtype, Fg))
     cfg.add_flop(2.0 * N * C * H * W * Fg * KH * KW)
     X = te.placeholder((N, C, H, W), dtype, name="X")
     Wt = te.placeholder((C, Fg, KH, KW), dtype, name="W")
@@ -91,10 +96,9 @@ def conv_transpose3d_template(cfg: Any, N: int, C: int, D: int, H: int, W: int, 
     g = _geometry3d(N, C, D, H, W, F, KD, KH, KW, stride, padding, output_padding, dilation, groups)
     Fg, Cg = F // groups, C // groups
     tile_f, _, tile_x, _ = tile_rules(cfg, dtype, g.out[1:], g.kernel[1:], Fg, Cg, 1)
-    cfg.define_split("tile_f", F, 2, policy="candidate", candidate=split_first(tile_f, F, (1, 2, 4, 8, 16)))
-    cfg.define_split("tile_x", g.out[2], 2, policy="candidate",
-                     candidate=split_first(tile_x, g.out[2], (8, 14, 16, 28, 32, 56)))
-    cfg.define_knob("pad", ["root", "inline"] if Fg >= lanes(cfg, dtype) else ["inline", "root"])
+    cfg.define_split("tile_f", F, 2, policy="candidate", candidate=split_first(tile_f, F, TILE_F))
+    cfg.define_split("tile_x", g.out[2], 2, policy="candidate", candidate=split_first(tile_x, g.out[2], TILE_X))
+    cfg.define_knob("pad", first(_pad(cfg, dtype, Fg), ["inline", "root"]))
     cfg.add_flop(2.0 * N * C * D * H * W * Fg * KD * KH * KW)
     X = te.placeholder((N, C, D, H, W), dtype, name="X")
     Wt = te.placeholder((C, Fg, KD, KH, KW), dtype, name="W")
