@@ -261,7 +261,8 @@ def test_a_conv2d_record_from_before_the_algorithm_knob_loads_as_nchw():
     (7, 1, 7, 7),       # 7 rows, no candidate but 1 divides them: the whole plane (at most 8 rows)
     (8, 1, 8, 8),
     (28, 1, 14, 4),     # 28 columns: 16 would leave a tail of 12, 14 divides them; 4 rows divide 28
-    (14, 1, 14, 2),     # 14 rows: 4 would leave a tail of 2
+    (14, 1, 14, 7),     # 14 rows: 4 would leave a tail of 2, and 2 leave one filter's tile two accumulators
+    (18, 1, 16, 6),     # 18 rows: 6, the fewest from 4 to 8 that divide them
     (37, 1, 16, 1),     # 37 (a prime): no candidate divides the columns, so the nearest to 16; one row
 ])
 def test_a_depthwise_tile_has_no_tail_where_a_candidate_divides_and_one_row_with_a_stride(H, stride, tile_x,
@@ -312,7 +313,7 @@ def test_a_window_unrolled_past_its_bound_is_an_invalid_config():
                                 dilation=1, groups=32)
     assert [e.val for e in task.config_space.knobs["unroll_window"].entities] == [1, 0]
     assert task.is_valid(with_knobs(task, algorithm="nchw", unroll_window=1, tile_y=[-1, 4], tile_f=[-1, 1]))
-    assert not task.is_valid(with_knobs(task, algorithm="nchw", unroll_window=1, tile_y=[-1, 4], tile_f=[-1, 2]))
+    assert not task.is_valid(with_knobs(task, algorithm="nchw", unroll_window=1, tile_y=[-1, 4], tile_f=[-1, 4]))
     dense = autotune.create_task("conv2d_grouped", N=1, C=32, H=28, W=28, F=32, KH=7, KW=7, stride=1, padding=3,
                                  dilation=1, groups=1)
     assert [e.val for e in dense.config_space.knobs["unroll_window"].entities] == [0]

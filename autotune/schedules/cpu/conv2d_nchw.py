@@ -30,7 +30,13 @@ the dtype and R the vector registers of the target (32 with AVX-512, else 16):
                 (stride 2, one row / two: 192 channels at 28x28, 14 columns, 0.63 / 0.76; 96 at
                 36x36, 18 columns, 0.21 / 0.48; 64 at 44x44 0.26 / 0.60; 100 at 58x58 0.39 /
                 0.72; 256 at 24x24, 12 columns (8 and a tail of 4 before the column rule) 0.16 /
-                0.73; 144 at 56x56, two tiles of 14, 0.95 / 0.87)
+                0.73; 144 at 56x56, two tiles of 14, 0.95 / 0.87). With one filter per group
+                (depthwise), whose tile_f is 1, the rows are the tile's only other accumulators:
+                stride 1 takes the fewest rows from 4 to 8 that divide OH and keep the unrolled
+                window within MAX_UNROLLED_WINDOW, where 1, 2, 4 give fewer (14 rows: 7, not 2;
+                Zen 4, 2 threads, x onnxruntime 2 rows / 7: 384 channels at 14x14 7x7 0.66 /
+                0.91, 672 at 14x14 5x5 0.94 / 1.23, 576 at 14x14 3x3 1.21 / 1.37; 18 rows: 6,
+                64 at 18x18 5x5 0.21 / 0.39; 30 rows: 5, 240 at 30x30 3x3 0.40 / 0.74)
   tile_f        the most filters of one group (an input vector is reused only by filters of its
                 group) whose tile_f x tile_y x ceil(tile_x / L) accumulators fit in R/2 registers
                 (LLVM unrolls the tile loops it can keep in registers)
@@ -77,7 +83,7 @@ TILE_F = (1, 2, 4, 8, 16)
 _TILE_Y = (1, 2, 4, 8)
 TILE_X = (8, 14, 16, 28, 32, 56)
 _TILE_RC = (1, 4, 8, 16, 32)
-MAX_UNROLLED_WINDOW = 256   # vector multiply-adds of an unrolled window (unroll_window's rule)
+MAX_UNROLLED_WINDOW = 392   # vector multiply-adds of an unrolled window: a 7x7 one over 8 rows (unroll_window's rule)
 
 
 def applies(g: ConvGeometry) -> bool:
@@ -108,6 +114,8 @@ def tile_rules(cfg: Any, dtype: str, out: tuple[int, ...], kernel: tuple[int, ..
         tile_y = 1 if OW % tile_x == 0 and OW // tile_x >= 2 else 2
     else:
         tile_y = max(v for v in _TILE_Y[:-1] if OH % v == 0)
+        deep = [v for v in range(_TILE_Y[-2], _TILE_Y[-1] + 1) if OH % v == 0 and v * KH * KW <= MAX_UNROLLED_WINDOW]
+        tile_y = deep[0] if Fg == 1 and deep else tile_y
     accumulators = (32 if facts.vector_bytes == 64 else 16) // 2 // (tile_y * -(-tile_x // L))
     tile_f = max([v for v in TILE_F if v <= min(Fg, accumulators)] or [1])
     block = tile_f * KH * KW * dtype_info(dtype).bytes
