@@ -257,12 +257,13 @@ def test_a_conv2d_record_from_before_the_algorithm_knob_loads_as_nchw():
     (14, 2, 7, 7),      # 7 columns: the whole row; 7 rows: the whole plane, stride or not
     (28, 2, 14, 2),     # 14 columns, one tile a row: two strided rows a task
     (24, 2, 12, 2),     # 12 columns, none of the candidates divides them: one vector, the whole row
-    (36, 2, 8, 2),      # 18 columns: 8, 8 and a tail of 2; two strided rows a task
+    (36, 2, 6, 1),      # 18 columns: three even tiles of 6, not 8, 8 and a tail of 2; one strided row a task
+    (60, 2, 8, 2),      # 30 columns: four tiles do not divide them, so 8s and a tail of 6; two rows
     (7, 1, 7, 7),       # 7 rows, no candidate but 1 divides them: the whole plane (at most 8 rows)
     (8, 1, 8, 8),
     (28, 1, 14, 4),     # 28 columns: 16 would leave a tail of 12, 14 divides them; 4 rows divide 28
     (14, 1, 14, 7),     # 14 rows: 4 would leave a tail of 2, and 2 leave one filter's tile two accumulators
-    (18, 1, 16, 6),     # 18 rows: 6, the fewest from 4 to 8 that divide them
+    (18, 1, 9, 6),      # 18 columns: two even tiles of 9; 18 rows: 6, the fewest from 4 to 8 that divide them
     (37, 1, 16, 1),     # 37 (a prime): no candidate divides the columns, so the nearest to 16; one row
 ])
 def test_a_depthwise_tile_has_no_tail_where_a_candidate_divides_and_one_row_with_a_stride(H, stride, tile_x,
