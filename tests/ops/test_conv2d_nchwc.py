@@ -264,7 +264,7 @@ def test_a_conv2d_record_from_before_the_algorithm_knob_loads_as_nchw():
     (28, 1, 14, 4),     # 28 columns: 16 would leave a tail of 12, 14 divides them; 4 rows divide 28
     (14, 1, 14, 7),     # 14 rows: 4 would leave a tail of 2, and 2 leave one filter's tile two accumulators
     (18, 1, 9, 6),      # 18 columns: two even tiles of 9; 18 rows: 6, the fewest from 4 to 8 that divide them
-    (37, 1, 16, 1),     # 37 (a prime): no candidate divides the columns, so the nearest to 16; one row
+    (37, 1, 16, 4),     # 37 (a prime): no candidate divides the columns, so the nearest to 16; 4 rows and a tail
 ])
 def test_a_depthwise_tile_has_no_tail_where_a_candidate_divides_and_one_row_with_a_stride(H, stride, tile_x,
                                                                                            tile_y):

@@ -43,7 +43,10 @@ the dtype and R the vector registers of the target (32 with AVX-512, else 16):
                 window within MAX_UNROLLED_WINDOW, where 1, 2, 4 give fewer (14 rows: 7, not 2;
                 Zen 4, 2 threads, x onnxruntime 2 rows / 7: 384 channels at 14x14 7x7 0.66 /
                 0.91, 672 at 14x14 5x5 0.94 / 1.23, 576 at 14x14 3x3 1.21 / 1.37; 18 rows: 6,
-                64 at 18x18 5x5 0.21 / 0.39; 30 rows: 5, 240 at 30x30 3x3 0.40 / 0.74)
+                64 at 18x18 5x5 0.21 / 0.39; 30 rows: 5, 240 at 30x30 3x3 0.40 / 0.74); and 4
+                rows with a tail where only 1 divides OH (a prime): one row is one chain of KH x
+                KW dependent multiply-adds, a tail tile one pass of fewer rows (1 row / 4: 32
+                channels at 37x37 3x3 0.23 / 0.77, 96 at 37x37 5x5 0.12 / 0.40)
   tile_f        the most filters of one group (an input vector is reused only by filters of its
                 group) whose tile_f x tile_y x ceil(tile_x / L) accumulators fit in R/2 registers
                 (LLVM unrolls the tile loops it can keep in registers)
@@ -125,7 +128,10 @@ def tile_rules(cfg: Any, dtype: str, out: tuple[int, ...], kernel: tuple[int, ..
     else:
         tile_y = max(v for v in _TILE_Y[:-1] if OH % v == 0)
         deep = [v for v in range(_TILE_Y[-2], _TILE_Y[-1] + 1) if OH % v == 0 and v * KH * KW <= MAX_UNROLLED_WINDOW]
-        tile_y = deep[0] if Fg == 1 and deep else tile_y
+        if Fg == 1 and deep:
+            tile_y = deep[0]
+        elif Fg == 1 and tile_y == 1:       # only 1 divides OH: 4 rows and a tail
+            tile_y = _TILE_Y[-2]
     accumulators = (32 if facts.vector_bytes == 64 else 16) // 2 // (tile_y * -(-tile_x // L))
     tile_f = max([v for v in TILE_F if v <= min(Fg, accumulators)] or [1])
     block = tile_f * KH * KW * dtype_info(dtype).bytes
