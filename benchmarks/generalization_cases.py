@@ -17,7 +17,9 @@ every shape it tunes, as data, with its numpy and onnxruntime references (benchm
   three with prime C, F and H; H is redrawn below the last draw until the conv is <= 1 GFLOP.
   And 6 "random stem" convs, a network's first layer on an image of few channels: C odd in
   [1, 15], F odd in [17, 63], kernel 3, 5 or 7, stride 1 or 2, H odd in [31, 227] (primes and
-  the GFLOP bound as for conv).
+  the GFLOP bound as for conv). And 6 "random depthwise" convs (F = groups = C): C odd in [17,
+  1023], kernel 3, 5 or 7, stride 1 or 2, H odd in [7, 113] (primes and the bound as for conv).
+- ConvNeXt-T's four depthwise 7x7 convs (96 channels at 56x56 to 768 at 7x7, stride 1).
 
 A layer's weight and bias are model constants (ONNX initializers); a random matmul's B is not.
 A kernel with constant inputs is tuned and timed as `compile_model` runs it, as onnxruntime packs
@@ -166,6 +168,12 @@ def mobilenet_v2() -> list[Case]:
     return cases + [conv("mobilenet_v2 last", c, 1280, h, 1, 1, 0)]
 
 
+def convnext_t() -> list[Case]:
+    """The depthwise 7x7 convs of ConvNeXt-T's four stages (stride 1, pad 3), at 224x224."""
+    return [conv(f"convnext_t stage{i}.dw", c, c, h, 7, 1, 3, groups=c)
+            for i, (c, h) in enumerate([(96, 56), (192, 28), (384, 14), (768, 7)], 1)]
+
+
 def transformers() -> list[Case]:
     cases = []
     for m in (128, 512):
@@ -187,16 +195,19 @@ def _odd(rng: np.random.Generator, lo: int, hi: int, primes: bool) -> int:
 
 
 def _random_convs(rng: np.random.Generator, name: str, sizes: tuple[tuple[int, int], ...],
-                  kernels: tuple[int, ...]) -> list[Case]:
+                  kernels: tuple[int, ...], depthwise: bool = False) -> list[Case]:
     """RANDOM_PER_FAMILY convs of odd C, F, H in `sizes` (primes in the first three), a kernel of
-    `kernels`, stride 1 or 2; H redrawn below the last draw until the conv is <= 1 GFLOP."""
+    `kernels`, stride 1 or 2; H redrawn below the last draw until the conv is <= 1 GFLOP.
+    `depthwise`: `sizes` gives C and H, and F = groups = C."""
     cases = []
     for i in range(RANDOM_PER_FAMILY):
-        c, f, h = (_odd(rng, lo, hi, i < 3) for lo, hi in sizes)
+        drawn = [_odd(rng, lo, hi, i < 3) for lo, hi in sizes]
+        (c, h), f = (drawn, drawn[0]) if depthwise else ((drawn[0], drawn[2]), drawn[1])
+        groups = c if depthwise else 1
         k, s = int(rng.choice(kernels)), int(rng.choice([1, 2]))
-        while 2 * c * f * k * k * conv_out(h, k, s, k // 2) ** 2 > 1e9:
-            h = _odd(rng, max(k, sizes[2][0]), h - 1, i < 3)
-        cases.append(conv(f"{name} {i}", c, f, h, k, s, k // 2, random_odd=True))
+        while 2 * c // groups * f * k * k * conv_out(h, k, s, k // 2) ** 2 > 1e9:
+            h = _odd(rng, max(k, sizes[-1][0]), h - 1, i < 3)
+        cases.append(conv(f"{name} {i}", c, f, h, k, s, k // 2, groups=groups, random_odd=True))
     return cases
 
 
@@ -208,13 +219,14 @@ def random_cases(seed: int = SEED) -> list[Case]:
             cases.append(gemm(f"random {op} {i}", op, m, n, k, weights, random_odd=True))
     cases += _random_convs(rng, "random conv", ((17, 511), (17, 511), (7, 111)), (1, 3, 5))
     cases += _random_convs(rng, "random stem", ((1, 15), (17, 63), (31, 227)), (3, 5, 7))
+    cases += _random_convs(rng, "random depthwise", ((17, 1023), (7, 113)), (3, 5, 7), depthwise=True)
     return cases
 
 
 def catalogue() -> list[Case]:
     """Every shape once (the first name of a repeated shape is kept), models first."""
     seen, cases = set(), []
-    for case in resnet50() + resnext50() + mobilenet_v2() + transformers() + random_cases():
+    for case in resnet50() + resnext50() + mobilenet_v2() + convnext_t() + transformers() + random_cases():
         key = (case.op, tuple(sorted(case.params.items())))
         if key not in seen:
             seen.add(key)

@@ -42,7 +42,7 @@ def test_catalogue_has_what_issue_13_asks(cases_module):
     grouped = [c.params for c in cases if c.family == "conv" and c.params["groups"] > 1]
     assert len(grouped) == 7 and {p["stride"] for p in grouped} == {1, 2}                  # ResNeXt-50
     assert {c.params["M"] for c in cases if c.op in ("matmul", "dense") and not c.random_odd} == {128, 512}
-    for family in ("matmul", "dense", "conv"):
+    for family in ("matmul", "dense", "conv", "depthwise"):
         rand = [c for c in cases if c.name.startswith(f"random {family} ")]
         assert len(rand) == 6
         sizes = [v for c in rand for k, v in c.params.items() if k in ("M", "N", "K", "C", "F", "H")]
@@ -51,6 +51,7 @@ def test_catalogue_has_what_issue_13_asks(cases_module):
     assert all(c.task().flop <= 1e9 for c in cases if c.name.startswith(("random conv", "random stem")))
     stems = [c.params for c in cases if c.name.startswith("random stem ")]
     assert len(stems) == 6 and all(p["C"] < 16 and p["C"] % 2 for p in stems)
+    assert all(c.family == "depthwise" for c in cases if c.name.startswith(("random depthwise", "convnext_t")))
     assert [c.name for c in cases_module.quick(cases)] == list(cases_module.QUICK)
 
 
