@@ -275,6 +275,18 @@ def test_a_depthwise_tile_has_no_tail_where_a_candidate_divides_and_one_row_with
     assert (cfg["tile_x"].size[-1], cfg["tile_y"].size[-1]) == (tile_x, tile_y)
 
 
+@pytest.mark.parametrize("K, H, tile_y, unrolled", [
+    (5, 56, 4, 1),      # 5 rows, 3 shared by the next row's at stride 2: rows as at stride 1, window unrolled
+    (7, 57, 4, 1),      # 29 output rows (a prime): 4 and a tail
+    (3, 56, 1, 0),      # 3 rows, 1 shared: the strided rule's one row
+])
+def test_a_strided_depthwise_window_whose_rows_overlap_takes_several_rows(K, H, tile_y, unrolled):
+    task = autotune.create_task("conv2d_grouped", N=1, C=144, H=H, W=H, F=144, KH=K, KW=K, stride=2, padding=K // 2,
+                                dilation=1, groups=144, target=Target.from_key(AVX512))
+    knobs = task.config(0).to_json()["knobs"]
+    assert (knobs["algorithm"], knobs["tile_y"][-1], knobs["unroll_window"]) == ("nchw", tile_y, unrolled)
+
+
 @pytest.mark.parametrize("op, params, knobs", [
     # depthwise 5x5, 4-row tiles over 11 rows and 8-column tiles over 13 columns: tails both ways
     ("conv2d_grouped", dict(N=1, C=7, H=11, W=13, F=7, KH=5, KW=5, stride=1, padding=2, dilation=1, groups=7),

@@ -47,6 +47,11 @@ the dtype and R the vector registers of the target (32 with AVX-512, else 16):
                 rows with a tail where only 1 divides OH (a prime): one row is one chain of KH x
                 KW dependent multiply-adds, a tail tile one pass of fewer rows (1 row / 4: 32
                 channels at 37x37 3x3 0.23 / 0.77, 96 at 37x37 5x5 0.12 / 0.40)
+                A depthwise conv with a stride whose rows share most of their input rows (KH >
+                2 x stride_h: 5x5 and 7x7 at stride 2) takes the stride-1 rows (1 or 2 rows by
+                the strided rule / the stride-1 rows: 144 at 56x56 5x5 0.23 / 0.97, 4 rows; 72
+                at 60x60 5x5 0.40 / 0.56, 5 rows; 96 at 112x112 7x7 0.18 / 0.41; 64 at 57x57 7x7
+                0.09 / 0.21, 4 rows and a tail)
   tile_f        the most filters of one group (an input vector is reused only by filters of its
                 group) whose tile_f x tile_y x ceil(tile_x / L) accumulators fit in R/2 registers
                 (LLVM unrolls the tile loops it can keep in registers)
@@ -123,9 +128,9 @@ def tile_rules(cfg: Any, dtype: str, out: tuple[int, ...], kernel: tuple[int, ..
     tile_x = closest(per_vector, dividing or [min(v, OW) for v in TILE_X]) if dividing or OW > L else OW
     if max(_TILE_Y) >= OH:
         tile_y = OH
-    elif row_stride > 1:
+    elif row_stride > 1 and (Fg > 1 or 2 * row_stride >= KH):
         tile_y = 1 if OW % tile_x == 0 and OW // tile_x >= 2 else 2
-    else:
+    else:       # stride 1, or depthwise rows that share most of their input rows (KH > 2 x stride)
         tile_y = max(v for v in _TILE_Y[:-1] if OH % v == 0)
         deep = [v for v in range(_TILE_Y[-2], _TILE_Y[-1] + 1) if OH % v == 0 and v * KH * KW <= MAX_UNROLLED_WINDOW]
         if Fg == 1 and deep:
