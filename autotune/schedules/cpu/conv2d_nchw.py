@@ -46,7 +46,7 @@ the dtype and R the vector registers of the target (32 with AVX-512, else 16):
                 64 at 18x18 5x5 0.21 / 0.39; 30 rows: 5, 240 at 30x30 3x3 0.40 / 0.74); and 4
                 rows with a tail where only 1 divides OH (a prime): one row is one chain of KH x
                 KW dependent multiply-adds, a tail tile one pass of fewer rows (1 row / 4: 32
-                channels at 37x37 3x3 0.23 / 0.77, 96 at 37x37 5x5 0.12 / 0.40)
+                channels at 37x37 3x3 0.23 / 0.77, 96 at 37x37 5x5 0.12 / 0.40).
                 A depthwise conv with a stride whose rows share most of their input rows (KH >
                 2 x stride_h: 5x5 and 7x7 at stride 2) takes the stride-1 rows (1 or 2 rows by
                 the strided rule / the stride-1 rows: 144 at 56x56 5x5 0.23 / 0.97, 4 rows; 72
