@@ -287,6 +287,20 @@ def test_a_strided_depthwise_window_whose_rows_overlap_takes_several_rows(K, H, 
     assert (knobs["algorithm"], knobs["tile_y"][-1], knobs["unroll_window"]) == ("nchw", tile_y, unrolled)
 
 
+@pytest.mark.parametrize("C, K, stride, parallel", [
+    (96, 7, 1, "outer"),    # ConvNeXt's 7x7: the row tiles serial, their padded first and last peeled
+    (64, 5, 1, "outer"),
+    (144, 3, 1, "fused"),   # a 3x3 window: one padding row at each edge
+    (96, 7, 2, "fused"),    # strided
+    (4, 7, 1, "fused"),     # 4 channels: too few tasks for 2 cores without the row tiles
+])
+def test_a_tall_depthwise_window_runs_its_row_tiles_serially(C, K, stride, parallel):
+    task = autotune.create_task("conv2d_grouped", N=1, C=C, H=56, W=56, F=C, KH=K, KW=K, stride=stride,
+                                padding=K // 2, dilation=1, groups=C, target=Target.from_key(AVX512))
+    knobs = task.config(0).to_json()["knobs"]
+    assert (knobs["algorithm"], knobs["parallel"]) == ("nchw", parallel)
+
+
 @pytest.mark.parametrize("op, params, knobs", [
     # depthwise 5x5, 4-row tiles over 11 rows and 8-column tiles over 13 columns: tails both ways
     ("conv2d_grouped", dict(N=1, C=7, H=11, W=13, F=7, KH=5, KW=5, stride=1, padding=2, dilation=1, groups=7),

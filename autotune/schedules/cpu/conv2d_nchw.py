@@ -79,7 +79,15 @@ the dtype and R the vector registers of the target (32 with AVX-512, else 16):
                 stride 2 0.85 / 0.95, 8->32 at 112x112 stride 1 1.11 / 1.21, 64->64 at 56x56
                 0.68 / 0.76, 128->128 at 28x28 0.72 / 0.77); with a column tail the copy won:
                 6->24 at 97x97 0.89 / 0.60, 3->32 at 225x225 stride 2 0.67 / 0.60
-  parallel      fused (n, filter tiles, row tiles): the most parallel work
+  parallel      fused (n, filter tiles, row tiles): the most parallel work; but outer (n, filter
+                tiles; each task's row tiles a serial loop) for depthwise convs at stride 1 with
+                KH >= TALL_WINDOW whose filter tiles give every core CHUNKS_PER_CORE tasks: loop
+                partition then peels the first and last row tiles, which read the padding rows,
+                from a guard-free interior, where the fused loop keeps the row guards in every
+                tile (Zen 4, 2 threads, x onnxruntime fused / outer: 96 channels at 56x56 7x7
+                0.68-0.77 / 0.78-0.87, 128 at 56x56 7x7 0.68-0.74 / 0.87, 48 at 112x112 7x7
+                1.01 / 1.11, 64 at 56x56 5x5 0.97 / 1.03, 384 at 14x14 7x7 0.89 / 0.97; lost: 192
+                at 28x28 7x7 0.89-0.90 / 0.81-0.85; 3x3 windows level, 144 at 56x56 1.60 / 1.55-1.66)
 """
 from __future__ import annotations
 
@@ -92,12 +100,13 @@ from ...errors import InstantiationError
 from ...topi import conv as topi_conv
 from ...topi.conv import ConvGeometry, Epilogue
 from ..schedule import Schedule
-from .rules import closest, cpu_facts, first, lanes, split_first
+from .rules import CHUNKS_PER_CORE, closest, cpu_facts, first, lanes, split_first
 
 TILE_F = (1, 2, 4, 8, 16)
 _TILE_Y = (1, 2, 4, 8)
 TILE_X = (8, 14, 16, 28, 32, 56)
 _TILE_RC = (1, 4, 8, 16, 32)
+TALL_WINDOW = 5             # kernel rows from which a depthwise conv's row tiles run serially (parallel's rule)
 MAX_UNROLLED_WINDOW = 392   # vector multiply-adds of an unrolled window: a 7x7 one over 8 rows (unroll_window's rule)
 
 
@@ -151,15 +160,19 @@ def define_knobs(cfg: Any, g: ConvGeometry, N: int, dtype: str, when: tuple[str,
     whole_columns = g.out[1] % rules[2] == 0
     pad = "inline" if g.out_channels // g.groups < lanes(cfg, dtype) or whole_columns else "root"
     window = g.kernel[0] * g.kernel[1] * rules[1] <= MAX_UNROLLED_WINDOW and rules[1] > 1
+    tasks = N * -(-g.out_channels // rules[0])
+    outer = (g.depthwise and g.stride == (1, 1) and g.kernel[0] >= TALL_WINDOW
+             and tasks >= CHUNKS_PER_CORE * cpu_facts(cfg).cores)
     define_tile_knobs(cfg, g.out_channels, g.in_channels // g.groups, g.out, rules, pad, when,
-                      tuple(first(int(window), [0, 1])) if g.depthwise else (0,))
+                      tuple(first(int(window), [0, 1])) if g.depthwise else (0,), "outer" if outer else "fused")
 
 
 def define_tile_knobs(cfg: Any, F: int, Cg: int, out: tuple[int, ...], rules: tuple[int, int, int, int], pad: str,
                       when: tuple[str, tuple[str, ...]] | None = None,
-                      unroll_window: tuple[int, ...] = (0,)) -> None:
+                      unroll_window: tuple[int, ...] = (0,), parallel: str = "fused") -> None:
     """The knobs `schedule_nchw` reads, each default by `rules` (tile_f, tile_y, tile_x, tile_rc),
-    `pad` (the default padding placement) and `unroll_window` (its values, the default first)."""
+    `pad` (the default padding placement), `unroll_window` (its values, the default first) and
+    `parallel` (the default parallel loop)."""
     (OH, OW), (tile_f, tile_y, tile_x, tile_rc) = out, rules
     cfg.define_split("tile_f", F, 2, policy="candidate", candidate=split_first(tile_f, F, TILE_F), when=when)
     cfg.define_split("tile_y", OH, 2, policy="candidate", candidate=split_first(tile_y, OH, _TILE_Y), when=when)
@@ -169,7 +182,7 @@ def define_tile_knobs(cfg: Any, F: int, Cg: int, out: tuple[int, ...], rules: tu
     cfg.define_knob("reduce_order", ["rc_outer", "kernel_outer"], when=when)
     cfg.define_knob("unroll_kw", [1, 0], when=when)
     cfg.define_knob("pad", first(pad, ["inline", "root"]), when=when)
-    cfg.define_knob("parallel", ["fused", "outer"], when=when, absent="fused")
+    cfg.define_knob("parallel", first(parallel, ["fused", "outer"]), when=when, absent="fused")
     cfg.define_knob("unroll_window", list(unroll_window), when=when, absent=0)   # older records: not unrolled
 
 
