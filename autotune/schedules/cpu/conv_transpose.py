@@ -35,18 +35,18 @@ def _pad(cfg: Any, dtype: str, Fg: int) -> str:
     return "root" if Fg >= lanes(cfg, dtype) else "inline"
 
 
-def _geometry(N: int, C: int, H: int, W: int, F: int, KH: int, KW: int, stride: Any, padding: Any,
-              output_padding: Any, dilation: Any, groups: int) -> topi.TransposeGeometry:
+def _geometry(op: str, N: int, C: int, F: int, spatial: tuple[int, ...], kernel: tuple[int, ...], stride: Any,
+              padding: Any, output_padding: Any, dilation: Any, groups: int) -> topi.TransposeGeometry:
     if N < 1:
-        raise ValueError(f"conv_transpose2d: batch N must be >= 1, got {N}")
-    return topi.transpose_geometry("conv_transpose2d", C, F, (H, W), (KH, KW), stride, padding, output_padding,
-                                   dilation, groups)
+        raise ValueError(f"{op}: batch N must be >= 1, got {N}")
+    return topi.transpose_geometry(op, C, F, spatial, kernel, stride, padding, output_padding, dilation, groups)
 
 
 def conv_transpose2d_reference(x: np.ndarray, w: np.ndarray, N: int, C: int, H: int, W: int, F: int, KH: int,
                                KW: int, stride: Any, padding: Any, output_padding: Any, dilation: Any, groups: int,
                                **_: Any) -> np.ndarray:
-    g = _geometry(N, C, H, W, F, KH, KW, stride, padding, output_padding, dilation, groups)
+    g = _geometry("conv_transpose2d", N, C, F, (H, W), (KH, KW), stride, padding, output_padding, dilation,
+                  groups)
     return topi.conv_transpose_reference(x, w, g)
 
 
@@ -57,7 +57,8 @@ def conv_transpose2d_template(cfg: Any, N: int, C: int, H: int, W: int, F: int, 
                               padding: Any, output_padding: Any, dilation: Any, groups: int, dtype: str = "float32"):
     """The gather in output tiles (module docstring); the task's work is the scatter's multiply-adds
     (every input times its group's F/groups x KH x KW weights), not the skipped taps."""
-    g = _geometry(N, C, H, W, F, KH, KW, stride, padding, output_padding, dilation, groups)
+    g = _geometry("conv_transpose2d", N, C, F, (H, W), (KH, KW), stride, padding, output_padding, dilation,
+                  groups)
     Fg, Cg = F // groups, C // groups
     define_tile_knobs(cfg, F, Cg, g.out, tile_rules(cfg, dtype, g.out, g.kernel, Fg, Cg, 1), _pad(cfg, dtype, Fg))
     cfg.add_flop(2.0 * N * C * H * W * Fg * KH * KW)
@@ -69,18 +70,11 @@ def conv_transpose2d_template(cfg: Any, N: int, C: int, H: int, W: int, F: int, 
     return s, [X, Wt, Y]
 
 
-def _geometry3d(N: int, C: int, D: int, H: int, W: int, F: int, KD: int, KH: int, KW: int, stride: Any,
-                padding: Any, output_padding: Any, dilation: Any, groups: int) -> topi.TransposeGeometry:
-    if N < 1:
-        raise ValueError(f"conv_transpose3d: batch N must be >= 1, got {N}")
-    return topi.transpose_geometry("conv_transpose3d", C, F, (D, H, W), (KD, KH, KW), stride, padding,
-                                   output_padding, dilation, groups)
-
-
 def conv_transpose3d_reference(x: np.ndarray, w: np.ndarray, N: int, C: int, D: int, H: int, W: int, F: int,
                                KD: int, KH: int, KW: int, stride: Any, padding: Any, output_padding: Any,
                                dilation: Any, groups: int, **_: Any) -> np.ndarray:
-    g = _geometry3d(N, C, D, H, W, F, KD, KH, KW, stride, padding, output_padding, dilation, groups)
+    g = _geometry("conv_transpose3d", N, C, F, (D, H, W), (KD, KH, KW), stride, padding, output_padding,
+                  dilation, groups)
     return topi.conv_transpose_reference(x, w, g)
 
 
@@ -93,7 +87,8 @@ def conv_transpose3d_template(cfg: Any, N: int, C: int, D: int, H: int, W: int, 
     """The gather in output tiles of filters x columns on each (depth, row) plane (module
     docstring); the rules for tile_f, tile_x and pad are conv_transpose2d's (one output row per
     tile)."""
-    g = _geometry3d(N, C, D, H, W, F, KD, KH, KW, stride, padding, output_padding, dilation, groups)
+    g = _geometry("conv_transpose3d", N, C, F, (D, H, W), (KD, KH, KW), stride, padding, output_padding,
+                  dilation, groups)
     Fg, Cg = F // groups, C // groups
     tile_f, _, tile_x, _ = tile_rules(cfg, dtype, g.out[1:], g.kernel[1:], Fg, Cg, 1)
     cfg.define_split("tile_f", F, 2, policy="candidate", candidate=split_first(tile_f, F, TILE_F))
