@@ -64,21 +64,39 @@ def _check_limits(cfg: Any, dtype: str) -> tuple[int, int]:
     return ty, tx
 
 
+def _round_up(n: int, tile: int) -> int:
+    return -(-n // tile) * tile
+
+
 def gemm_schedule(cfg: Any, M: int, N: int, K: int, dtype: str, transposed: bool = False,
                   epilogue: Callable[[te.Tensor], te.Tensor] | None = None,
                   extra_inputs: tuple[te.Tensor, ...] = ()) -> tuple[te.Schedule, list[te.Tensor]]:
     """The tiled GEMM of A (M x K) and B (K x N, or N x K when transposed), with an optional
-    elementwise `epilogue(C)` applied on the register tile before the single store."""
+    elementwise `epilogue(C)` applied on the register tile before the single store.
+
+    Where a tile does not divide M, N or K, the product is computed over the sizes rounded up to
+    the tiles, from operands read as zero outside their bounds: the shared fetch is the only
+    place that tests a bound on the way in, and the store on the way out, so the inner product
+    runs guard-free on every shape (guarded, it ran at a sixth of the divisible shape's rate)."""
     _define_knobs(cfg, M, N, K)
     ty, tx = _check_limits(cfg, dtype)
+    Mp = _round_up(M, _tile_extent(cfg["tile_y"].size))
+    Np = _round_up(N, _tile_extent(cfg["tile_x"].size))
+    Kp = _round_up(K, cfg["tile_k"].size[-1])
     A = te.placeholder((M, K), dtype, name="A")
     B = te.placeholder((N, K) if transposed else (K, N), dtype, name="W" if transposed else "B")
-    k = te.reduce_axis((0, K), name="k")
-    C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * (B[j, k] if transposed else B[k, j]), axis=k), name="C")
+    a_tile, b_tile = _zero_padded(A, (Mp, Kp)), _zero_padded(B, (Np, Kp) if transposed else (Kp, Np))
+    k = te.reduce_axis((0, Kp), name="k")
+    C = te.compute((Mp, Np), lambda i, j: te.sum(a_tile[i, k] * (b_tile[j, k] if transposed else b_tile[k, j]),
+                                                 axis=k), name="C")
+    if epilogue is None and (Mp, Np) != (M, N):
+        epilogue = _crop(M, N)
     out = C if epilogue is None else epilogue(C)
     s = te.create_schedule(out.op)
-    AA = s.cache_read(A, "shared", [C])
-    BB = s.cache_read(B, "shared", [C])
+    for padded in {a_tile, b_tile} - {A, B}:
+        s[padded].compute_inline()     # the bound test happens in the shared fetch
+    AA = s.cache_read(a_tile, "shared", [C])
+    BB = s.cache_read(b_tile, "shared", [C])
     CL = s.cache_write(C, "local")
     if epilogue is not None:
         s[C].compute_inline()          # the epilogue reads the register tile directly
@@ -97,6 +115,28 @@ def gemm_schedule(cfg: Any, M: int, N: int, K: int, dtype: str, transposed: bool
         if cfg["double_buffer"].val:
             s[X].double_buffer()
     return s, [A, B, *extra_inputs, out]
+
+
+def _tile_extent(size: list[int]) -> int:
+    """Rows (or columns) of one block's output tile: the product of a split's inner factors."""
+    extent = 1
+    for f in size[1:]:
+        extent *= f
+    return extent
+
+
+def _zero_padded(X: te.Tensor, shape: tuple[int, int]) -> te.Tensor:
+    """X itself when it already has `shape`, else X read as zero beyond its bounds."""
+    rows, cols = (int(d) for d in X.shape)
+    if (rows, cols) == shape:
+        return X
+    return te.compute(shape, lambda i, j: te.if_then_else(te.all(i < rows, j < cols), X[i, j],
+                                                          te.const(0, X.dtype)), name=f"{X.name}_padded")
+
+
+def _crop(M: int, N: int) -> Callable[[te.Tensor], te.Tensor]:
+    """The epilogue of a padded product without one: its M x N corner, stored from registers."""
+    return lambda C: te.compute((M, N), lambda i, j: C[i, j], name="C_out")
 
 
 def _tile_output(cfg: Any, s: te.Schedule, out: te.Tensor) -> Any:
