@@ -101,12 +101,13 @@ def conv_geometry(op: str, C: int, F: int, spatial: Sequence[int], kernel: Seque
 
 # ---- te computes -------------------------------------------------------------------------------
 
-def pad(X: te.Tensor, axes: Sequence[int], before: Sequence[int], after: Sequence[int]) -> te.Tensor:
+def pad(X: te.Tensor, axes: Sequence[int], before: Sequence[int], after: Sequence[int],
+        name: str = "pad") -> te.Tensor:
     """X zero-padded on `axes` (a copy when nothing is padded, for a uniform schedule)."""
     full_before, full_after = [0] * X.ndim, [0] * X.ndim
     for a, lo, hi in zip(axes, before, after):
         full_before[a], full_after[a] = lo, hi
-    return pad_constant(X, full_before, full_after)
+    return pad_constant(X, full_before, full_after, name=name)
 
 
 def _in_channel(f: Any, rc: Any, groups: int, Fg: int, Cg: int) -> Any:

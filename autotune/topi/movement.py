@@ -49,7 +49,7 @@ def _padded_shape(op: str, x: te.Tensor, before: tuple[int, ...], after: tuple[i
 
 
 def pad(x: te.Tensor, pad_before: Sequence[int], pad_after: Sequence[int] | None = None,
-        value: float = 0.0) -> te.Tensor:
+        value: float = 0.0, name: str = "pad") -> te.Tensor:
     """Constant padding: pad_before[d] values before and pad_after[d] after dimension d."""
     before = tuple(pad_before)
     after = before if pad_after is None else tuple(pad_after)
@@ -61,7 +61,7 @@ def pad(x: te.Tensor, pad_before: Sequence[int], pad_after: Sequence[int] | None
         src = x[tuple(v - b if b else v for v, b in zip(i, before))]
         return te.if_then_else(te.all(*inside), src, te.const(value, x.dtype)) if inside else src
 
-    return te.compute(shape, body, name="pad", tag=INJECTIVE)
+    return te.compute(shape, body, name=name, tag=INJECTIVE)
 
 
 BORDER_MODES = ("edge", "reflect", "wrap")

@@ -8,6 +8,7 @@ import numpy as np
 from autotune.codegen import build_module
 from autotune.codegen.cuda import emit_cuda
 from autotune.ir.lower import lower
+from autotune.ir.nodes import IfThenElse, Seq, Store
 from autotune.ir.passes.gpu import serialize_threads
 from autotune.testing import legal_configs
 
@@ -67,6 +68,20 @@ def check_numerics(task, index: int, build=run_serially) -> str:
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5,
                                    err_msg=f"{task} config {task.config(index).to_json()['knobs']}")
     return src
+
+
+def guards_of_stores(stmt, buffer_name, ifs=()):
+    """The conditions of the branches around each store to `buffer_name`."""
+    if isinstance(stmt, Store):
+        return [ifs] if stmt.buffer.name == buffer_name else []
+    if isinstance(stmt, IfThenElse):
+        inside = ifs + (str(stmt.cond),)
+        return (guards_of_stores(stmt.then_case, buffer_name, inside)
+                + (guards_of_stores(stmt.else_case, buffer_name, inside) if stmt.else_case else []))
+    if isinstance(stmt, Seq):
+        return [g for x in stmt.stmts for g in guards_of_stores(x, buffer_name, ifs)]
+    body = getattr(stmt, "body", None)
+    return guards_of_stores(body, buffer_name, ifs) if body is not None else []
 
 
 def check_rejected(op: str, params: dict, knobs: dict, match: str) -> None:

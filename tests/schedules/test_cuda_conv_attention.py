@@ -3,6 +3,7 @@ reference on odd shapes (the kernel read serially on the CPU, `serialize_threads
 nvcc for sm_80 and sm_90, and illegal points are rejected at instantiation, never at build."""
 from __future__ import annotations
 
+import math
 import os
 import sys
 
@@ -14,7 +15,8 @@ from autotune.codegen.nvcc import compile_cuda, nvcc_path
 from autotune.ir.lower import lower
 from autotune.schedules.task import create_task
 sys.path.insert(0, os.path.dirname(__file__))
-from cuda_checks import ATTN, CONV, TARGET, CONV_ATTENTION_CASES as CASES, check_numerics, check_rejected, legal_configs  # noqa: E402
+from cuda_checks import (ATTN, CONV, TARGET, CONV_ATTENTION_CASES as CASES, check_numerics, check_rejected,  # noqa: E402
+                         guards_of_stores, legal_configs)
 
 cuda_templates.load("conv2d")
 cuda_templates.load("attention")
@@ -45,6 +47,33 @@ def test_chosen_points_match_numpy(op, params, knobs):
     config = task.config({"index": 0, "knobs": {**task.config(0).to_json()["knobs"], **knobs}})
     assert task.is_valid(config.index)
     check_numerics(task, config.index)
+
+
+@pytest.mark.parametrize("params", [
+    {"N": 1, "C": 11, "H": 13, "W": 13, "F": 19, "KH": 3, "KW": 3, "stride": 1, "padding": 1},
+    {"N": 2, "C": 5, "H": 17, "W": 11, "F": 7, "KH": 3, "KW": 3, "stride": 2, "padding": 1},
+], ids=["stride1", "stride2"])
+def test_conv_tails_cost_only_the_fetch_and_the_store(params):
+    """Where the tiles do not divide the filters, rows, columns or channels, the register tile
+    accumulates guard-free (the fetch reads zero beyond the input) and the store alone tests the
+    bounds the tiles cross."""
+    task = create_task("conv2d", target=TARGET, **params)
+    OH = (params["H"] + 2 * params["padding"] - params["KH"]) // params["stride"] + 1
+    OW = (params["W"] + 2 * params["padding"] - params["KW"]) // params["stride"] + 1
+    s, args = task.instantiate(0)
+    func = lower(s, args, name="conv")
+    accumulate = guards_of_stores(func.body, "Y.local")
+    assert accumulate
+    bounds = {params["F"], OH, OW, params["C"]}
+    for guards in accumulate:
+        assert not any(f"< {n})" in g for g in guards for n in bounds), guards
+    knobs = task.config(0).to_json()["knobs"]
+    tails = [n for n, knob in ((params["F"], "tile_f"), (OH, "tile_y"), (OW, "tile_x"))
+             if n % math.prod(knobs[knob][1:])]
+    assert tails
+    stores = guards_of_stores(func.body, args[-1].name)
+    assert stores and all(any(f"< {n})" in g for g in guards) for guards in stores for n in tails)
+    check_numerics(task, 0)
 
 
 def test_defaults_for_large_shapes():

@@ -12,10 +12,10 @@ import autotune.schedules.cuda as cuda_templates
 from autotune.codegen.cuda import emit_cuda
 from autotune.codegen.nvcc import compile_cuda, nvcc_path
 from autotune.ir.lower import lower
-from autotune.ir.nodes import IfThenElse, Seq, Store
 from autotune.schedules.task import TEMPLATES, create_task
 sys.path.insert(0, os.path.dirname(__file__))
-from cuda_checks import TARGET, TEMPLATE_CASES as CASES, check_numerics, check_rejected, legal_configs  # noqa: E402
+from cuda_checks import (TARGET, TEMPLATE_CASES as CASES, check_numerics, check_rejected, guards_of_stores,  # noqa: E402
+                         legal_configs)
 
 cuda_templates.load()
 
@@ -47,20 +47,6 @@ def test_every_elementwise_op_default(op):
     check_numerics(task, 0)
 
 
-def _guards_of_stores(stmt, buffer_name, ifs=()):
-    """The conditions of the branches around each store to `buffer_name`."""
-    if isinstance(stmt, Store):
-        return [ifs] if stmt.buffer.name == buffer_name else []
-    if isinstance(stmt, IfThenElse):
-        inside = ifs + (str(stmt.cond),)
-        return (_guards_of_stores(stmt.then_case, buffer_name, inside)
-                + (_guards_of_stores(stmt.else_case, buffer_name, inside) if stmt.else_case else []))
-    if isinstance(stmt, Seq):
-        return [g for x in stmt.stmts for g in _guards_of_stores(x, buffer_name, ifs)]
-    body = getattr(stmt, "body", None)
-    return _guards_of_stores(body, buffer_name, ifs) if body is not None else []
-
-
 @pytest.mark.parametrize("op", ["matmul", "dense"])
 @pytest.mark.parametrize("knobs", [{}, {"tile_y": [-1, 4, 16, 1], "tile_x": [-1, 4, 8, 1], "tile_k": [-1, 16],
                                        "fetch_vec": 4, "unroll_k": 1, "double_buffer": 1}])
@@ -73,11 +59,11 @@ def test_gemm_tails_cost_only_the_fetch_and_the_store(op, knobs):
     index = task.config({"index": 0, "knobs": {**task.config(0).to_json()["knobs"], **knobs}}).index
     s, args = task.instantiate(index)
     func = lower(s, args, name="mm")
-    accumulate = _guards_of_stores(func.body, "C.local")
+    accumulate = guards_of_stores(func.body, "C.local")
     assert accumulate
     for guards in accumulate:
         assert not any(f"< {n})" in g for g in guards for n in (M, N, K)), guards
-    stores = _guards_of_stores(func.body, args[-1].name)
+    stores = guards_of_stores(func.body, args[-1].name)
     assert stores and all(any(f"< {M})" in g for g in guards) and any(f"< {N})" in g for g in guards)
                           for guards in stores)
     check_numerics(task, index)

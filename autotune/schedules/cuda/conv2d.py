@@ -7,7 +7,9 @@ thread-tile apart. The input channels are walked in steps of `tile_rc`: per step
 fetches the padded input window and the kernel slice it needs into shared memory
 cooperatively (every thread of the 3-d block takes consecutive elements), then every thread
 accumulates its register tile over (rc, ry, rx). The zero padding is computed inline in the
-input fetch: there is no padded copy of the input in global memory. Same compute, parameters,
+input fetch: there is no padded copy of the input in global memory. Where a tile does not divide
+the filters, rows, columns or input channels, the conv runs over them rounded up to whole tiles
+and the fetch reads zero beyond the input, so only the fetch and the store test bounds. Same compute, parameters,
 argument order and reference as the cpu "conv2d" template (`autotune.schedules.cpu.conv2d`).
 """
 from __future__ import annotations
@@ -18,10 +20,11 @@ from typing import Any
 from ... import te
 from ...dtype import dtype_info
 from ...target import CUDA_LIMITS
-from ..cpu.conv2d import conv2d_nchw, conv2d_reference, nchw_geometry
+from ...topi.conv import ConvGeometry, pad
+from ..cpu.conv2d import conv2d_reference, nchw_geometry
 from ..schedule import Schedule
 from ..task import template
-from .generic import split_exact
+from .generic import round_up, split_exact, tile_extent
 
 # candidates of each output axis, (vthread, threads, per-thread); the first is the default
 # config's, chosen for the 3x3 / 64-channel / 56x56 layer and the ResNet-50 3x3 layers (56, 28,
@@ -126,12 +129,17 @@ def conv2d_cuda(cfg: Any, N: int, C: int, H: int, W: int, F: int, KH: int, KW: i
     threads = _check_limits(cfg, KH, KW, g.stride, dtype)
     X = te.placeholder((N, C, H, W), dtype, name="X")
     Wt = te.placeholder((F, C, KH, KW), dtype, name="W")
-    P, Y = conv2d_nchw(X, Wt, stride, padding)
+    Xp, Wp, Yp = _conv_over_whole_tiles(cfg, X, Wt, g)
+    Y = Yp if tuple(Yp.shape) == (N, F, OH, OW) else te.compute(
+        (N, F, OH, OW), lambda n, f, y, x: Yp[n, f, y, x], name="Y_out")
     s = te.create_schedule(Y.op)
-    s[P].compute_inline()
-    OL = s.cache_write(Y, "local")
-    PS = s.cache_read(P, "shared", [OL])
-    WS = s.cache_read(Wt, "shared", [OL])
+    for T in {Xp, Wp} - {Wt}:
+        s[T].compute_inline()          # zero padding and bound tests happen in the shared fetch
+    OL = s.cache_write(Yp, "local")
+    if Y is not Yp:
+        s[Yp].compute_inline()         # the store reads the register tile directly
+    PS = s.cache_read(Xp, "shared", [OL])
+    WS = s.cache_read(Wp, "shared", [OL])
     thread_x = _tile_output(cfg, s, Y)
     s[OL].compute_at(s[Y], thread_x)
     rco = _schedule_accumulate(cfg, s, OL, KH, KW)
@@ -139,3 +147,25 @@ def conv2d_cuda(cfg: Any, N: int, C: int, H: int, W: int, F: int, KH: int, KW: i
         s[T].compute_at(s[OL], rco)
         fetch_cooperative(s, T, threads)
     return s, [X, Wt, Y]
+
+
+def _conv_over_whole_tiles(cfg: Any, X: te.Tensor, Wt: te.Tensor, g: ConvGeometry
+                           ) -> tuple[te.Tensor, te.Tensor, te.Tensor]:
+    """(padded input, padded weight, output) of the conv over the filters, rows, columns and input
+    channels rounded up to whole tiles, from operands read as zero beyond their bounds: where a
+    tile does not divide the layer, only the fetch and the store test bounds, and the register
+    tile accumulates guard-free (as the CUDA GEMM does)."""
+    N, C, H, W = (int(d) for d in X.shape)
+    F, KH, KW = int(Wt.shape[0]), g.kernel[0], g.kernel[1]
+    Fp = round_up(F, tile_extent(cfg["tile_f"].size))
+    OHp = round_up(g.out[0], tile_extent(cfg["tile_y"].size))
+    OWp = round_up(g.out[1], tile_extent(cfg["tile_x"].size))
+    Cp = round_up(C, cfg["tile_rc"].size[-1])
+    (sh, sw), (pt, pl) = g.stride, g.pad_before
+    rows, cols = (OHp - 1) * sh + KH, (OWp - 1) * sw + KW      # the padded input a whole tile reads
+    Xp = pad(X, (1, 2, 3), (0, pt, pl), (Cp - C, max(rows - H - pt, 0), max(cols - W - pl, 0)))
+    Wp = Wt if (Fp, Cp) == (F, C) else pad(Wt, (0, 1), (0, 0), (Fp - F, Cp - C), name="W_padded")
+    rc, ry, rx = (te.reduce_axis((0, n), name=name) for n, name in ((Cp, "rc"), (KH, "ry"), (KW, "rx")))
+    Yp = te.compute((N, Fp, OHp, OWp), lambda n, f, y, x: te.sum(
+        Xp[n, rc, y * sh + ry, x * sw + rx] * Wp[f, rc, ry, rx], axis=[rc, ry, rx]), name="Y")
+    return Xp, Wp, Yp

@@ -53,6 +53,19 @@ def split_exact(st: Any, axis: Any, size: Sequence[int]) -> list[Any]:
     return [*out, axis]
 
 
+def tile_extent(size: Sequence[int]) -> int:
+    """One block's extent along an axis split by a knob (-1, f1, ..., fn): f1 * ... * fn."""
+    extent = 1
+    for f in size[1:]:
+        extent *= f
+    return extent
+
+
+def round_up(n: int, tile: int) -> int:
+    """n rounded up to a multiple of tile: the extent a product of whole tiles covers."""
+    return -(-n // tile) * tile
+
+
 def block_width(threads: int, n: int) -> int:
     """`threads` halved until at most `n`: a power of two (a cross-thread reduction needs one)
     that gives every thread a share of a row of n elements."""

@@ -18,7 +18,7 @@ from ...dtype import dtype_info
 from ...target import CUDA_LIMITS
 from ..cpu.matmul import _dense_reference
 from ..task import template
-from .generic import bind_cooperative, split_exact
+from .generic import bind_cooperative, round_up, split_exact, tile_extent
 
 # (vthread, threads, per-thread) of each output axis. The default config: 128 x 128 block tiles,
 # 16 x 16 threads, 8 x 8 outputs per thread; along x as 4 virtual threads of 2 columns, so the 16
@@ -64,10 +64,6 @@ def _check_limits(cfg: Any, dtype: str) -> tuple[int, int]:
     return ty, tx
 
 
-def _round_up(n: int, tile: int) -> int:
-    return -(-n // tile) * tile
-
-
 def gemm_schedule(cfg: Any, M: int, N: int, K: int, dtype: str, transposed: bool = False,
                   epilogue: Callable[[te.Tensor], te.Tensor] | None = None,
                   extra_inputs: tuple[te.Tensor, ...] = ()) -> tuple[te.Schedule, list[te.Tensor]]:
@@ -80,9 +76,9 @@ def gemm_schedule(cfg: Any, M: int, N: int, K: int, dtype: str, transposed: bool
     runs guard-free on every shape (guarded, it ran at a sixth of the divisible shape's rate)."""
     _define_knobs(cfg, M, N, K)
     ty, tx = _check_limits(cfg, dtype)
-    Mp = _round_up(M, _tile_extent(cfg["tile_y"].size))
-    Np = _round_up(N, _tile_extent(cfg["tile_x"].size))
-    Kp = _round_up(K, cfg["tile_k"].size[-1])
+    Mp = round_up(M, tile_extent(cfg["tile_y"].size))
+    Np = round_up(N, tile_extent(cfg["tile_x"].size))
+    Kp = round_up(K, cfg["tile_k"].size[-1])
     A = te.placeholder((M, K), dtype, name="A")
     B = te.placeholder((N, K) if transposed else (K, N), dtype, name="W" if transposed else "B")
     a_tile, b_tile = _zero_padded(A, (Mp, Kp)), _zero_padded(B, (Np, Kp) if transposed else (Kp, Np))
@@ -115,14 +111,6 @@ def gemm_schedule(cfg: Any, M: int, N: int, K: int, dtype: str, transposed: bool
         if cfg["double_buffer"].val:
             s[X].double_buffer()
     return s, [A, B, *extra_inputs, out]
-
-
-def _tile_extent(size: list[int]) -> int:
-    """Rows (or columns) of one block's output tile: the product of a split's inner factors."""
-    extent = 1
-    for f in size[1:]:
-        extent *= f
-    return extent
 
 
 def _zero_padded(X: te.Tensor, shape: tuple[int, int]) -> te.Tensor:
