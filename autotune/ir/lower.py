@@ -12,6 +12,7 @@ from ..te.tensor import Tensor
 from .infer_bound import BoundInference
 from .nodes import PrimFunc, Stmt
 from .passes.partition import partition_loops
+from .passes.register_tiles import unmask_register_tiles
 from .passes.simplify import simplify
 from .passes.unroll import unroll_loops
 from .passes.vectorize import vectorize_loops
@@ -42,4 +43,5 @@ def lower(s: Schedule, args: Sequence[Tensor], name: str = "main", given: Sequen
     body = _after("vectorize", vectorize_loops(body))               # vector loops -> Ramp/Broadcast lanes
     body = _after("unroll", unroll_loops(body))                     # unrolled loops -> body copies
     body = _after("simplify", simplify(body))                       # fold what unrolling exposed
+    body = _after("register tiles", unmask_register_tiles(body))    # tails' local tiles unmasked
     return verify(PrimFunc(name, tuple(order), body, {"outputs": outputs}))  # invariants of the loop IR

@@ -1,0 +1,68 @@
+"""Register tiles without masks: a local tile whose columns cross the layer's edge accumulates
+through plain vector loads and stores (LLVM keeps it in registers), the global store keeps its
+mask, and the kernel still computes numpy's result; buffers where a masked-off lane could be
+observed keep their masks."""
+import numpy as np
+import pytest
+
+import autotune
+from autotune.ir.functor import walk
+from autotune.ir.nodes import Allocate, Broadcast, Buffer, For, ForKind, Load, Ramp, Seq, Store
+from autotune.ir.passes.register_tiles import unmask_register_tiles
+from autotune.te.expr import CmpOp, Compare, Const, Var
+
+
+def _accesses(body, scope):
+    out = []
+    walk(body, lambda n: out.append(n) if type(n) in (Load, Store) and n.buffer.scope == scope else None)
+    return out
+
+
+@pytest.mark.parametrize("W", [29, 37])
+def test_depthwise_tile_across_the_right_edge_accumulates_unmasked(W):
+    params = dict(N=1, C=5, H=8, W=W, F=5, KH=7, KW=7, stride=1, padding=3, dilation=1, groups=5)
+    task = autotune.create_task("conv2d_grouped", **params)
+    s, args = task.instantiate(0)
+    func = autotune.lower(s, args)
+    assert _accesses(func.body, "local")
+    assert not [a for a in _accesses(func.body, "local") if a.predicate is not None]
+    assert [a for a in _accesses(func.body, "global") if type(a) is Store and a.predicate is not None]
+    kernel = autotune.build(s, args)
+    x, w = task.make_inputs(np.random.default_rng(W))
+    out = np.empty(task.arg_specs[2][0], np.float32)
+    kernel(x, w, out)
+    np.testing.assert_allclose(out, task.reference([x, w])[0], rtol=1e-4, atol=1e-4)
+
+
+def _broadcast(value, dtype="int32"):
+    return Broadcast(Const(value, dtype), 16)
+
+
+def _store(buf, base, mask):
+    return Store(buf, Ramp(Const(base, "int32"), Const(1, "int32"), 16), _broadcast(0.0, "float32"), mask)
+
+
+def _lanes_below(bound, first=Const(16, "int32")):
+    return Compare(CmpOp.LT, Ramp(first, Const(1, "int32"), 16), _broadcast(bound))
+
+
+def _tile(*accesses):
+    buf = Buffer("acc", (32,), "float32", "local")
+    return Allocate(buf, Seq(tuple(store(buf) for store in accesses)))
+
+
+def test_masks_stay_where_a_masked_off_lane_could_be_read():
+    p = _lanes_below(29)
+    alloc = _tile(lambda b: _store(b, 0, p), lambda b: _store(b, 16, p))
+    assert all(a.predicate is None for a in _accesses(unmask_register_tiles(alloc), "local"))
+    for alloc in (
+        _tile(lambda b: _store(b, 0, p), lambda b: _store(b, 16, None)),                # one access unmasked
+        _tile(lambda b: _store(b, 0, p), lambda b: _store(b, 8, p)),                    # vectors overlap lanes
+        _tile(lambda b: _store(b, 0, p), lambda b: _store(b, 16, _lanes_below(29, Const(0, "int32")))),
+        _tile(lambda b: _store(b, 0, p), lambda b: _store(b, 32, p)),                   # past the buffer
+    ):
+        assert unmask_register_tiles(alloc) is alloc
+    i = Var("i", "int32")
+    buf = Buffer("acc", (32,), "float32", "local")
+    loop = Allocate(buf, For(i, 2, ForKind.SERIAL, _store(buf, 0, _lanes_below(29, i))))
+    assert unmask_register_tiles(loop) is loop                                           # the mask changes inside
