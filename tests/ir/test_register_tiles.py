@@ -7,9 +7,9 @@ import pytest
 
 import autotune
 from autotune.ir.functor import walk
-from autotune.ir.nodes import Allocate, Broadcast, Buffer, For, ForKind, Load, Ramp, Seq, Store
+from autotune.ir.nodes import Allocate, Broadcast, Buffer, For, ForKind, IfThenElse, Load, Ramp, Seq, Store
 from autotune.ir.passes.register_tiles import unmask_register_tiles
-from autotune.te.expr import CmpOp, Compare, Const, Var
+from autotune.te.expr import Binary, BinOp, CmpOp, Compare, Const, Var
 
 
 def _accesses(body, scope):
@@ -18,9 +18,9 @@ def _accesses(body, scope):
     return out
 
 
-@pytest.mark.parametrize("W", [29, 37])
-def test_depthwise_tile_across_the_right_edge_accumulates_unmasked(W):
-    params = dict(N=1, C=5, H=8, W=W, F=5, KH=7, KW=7, stride=1, padding=3, dilation=1, groups=5)
+@pytest.mark.parametrize("H,W", [(8, 29), (9, 37)], ids=["column-tail", "row-and-column-tails"])
+def test_depthwise_tile_across_the_right_edge_accumulates_unmasked(H, W):
+    params = dict(N=1, C=5, H=H, W=W, F=5, KH=7, KW=7, stride=1, padding=3, dilation=1, groups=5)
     task = autotune.create_task("conv2d_grouped", **params)
     s, args = task.instantiate(0)
     func = autotune.lower(s, args)
@@ -66,3 +66,21 @@ def test_masks_stay_where_a_masked_off_lane_could_be_read():
     buf = Buffer("acc", (32,), "float32", "local")
     loop = Allocate(buf, For(i, 2, ForKind.SERIAL, _store(buf, 0, _lanes_below(29, i))))
     assert unmask_register_tiles(loop) is loop                                           # the mask changes inside
+
+
+def test_unmasked_accesses_mix_in_only_where_every_lane_is_on():
+    """A vector loop versioned per vector: the full-vector copy, unmasked, under a test of the
+    mask's last lane (x*16 + 15 < 29), the masked copy in the else branch."""
+    x = Var("x", "int32")
+    first = Binary(BinOp.MUL, x, Const(16, "int32"))
+    mask = _lanes_below(29, first)
+    last_lane = Compare(CmpOp.LT, Binary(BinOp.ADD, first, Const(15, "int32")), Const(29, "int32"))
+
+    def versioned(cond):
+        buf = Buffer("acc", (32,), "float32", "local")
+        return For(x, 2, ForKind.SERIAL, Allocate(buf, IfThenElse(cond, _store(buf, 16, None), _store(buf, 16, mask))))
+
+    loop = versioned(last_lane)
+    assert all(a.predicate is None for a in _accesses(unmask_register_tiles(loop), "local"))
+    other = versioned(Compare(CmpOp.LT, Binary(BinOp.ADD, first, Const(14, "int32")), Const(29, "int32")))
+    assert unmask_register_tiles(other) is other              # x*16 + 14 < 29 leaves lane 15 off

@@ -9,15 +9,19 @@ the rate of a 30-wide one). Where every access to a local buffer carries the sam
 whole aligned vectors of the same width, and the mask cannot change while the buffer lives, an
 element is only ever touched by one lane, and a lane the mask turns off never reaches memory
 outside the buffer: its accesses to the buffer can drop the mask. Other memory keeps its masks.
+Unmasked accesses may be mixed in where they run only when every lane is on: a vector loop
+versioned per vector (its full-vector copy under a test of the last lane) inside a row tail.
 """
 from __future__ import annotations
 
-from ...te.expr import Const, Expr, Var
+from typing import Any
+
+from ...te.expr import And, Binary, BinOp, CmpOp, Compare, Const, Expr, Var
 from ...te.traversal import transform, walk
 from ..bounds import Interval, const_bound
 from ..functor import free_vars, structural_equal
-from ..nodes import Allocate, For, Let, Load, Ramp, Stmt, Store
-from .simplify import linear
+from ..nodes import Allocate, Broadcast, Buffer, For, IfThenElse, Let, Load, Ramp, Seq, Stmt, Store
+from .simplify import linear, simplify_expr
 
 
 def unmask_register_tiles(s: Stmt) -> Stmt:
@@ -39,34 +43,28 @@ def _unmasked(node: object, alloc: Allocate) -> Stmt | Expr | None:
 
 
 def _one_lane_per_element(alloc: Allocate) -> bool:
-    """Every access to the buffer is masked by one predicate that reads no variable bound while
-    the buffer lives, through a ramp of stride 1 whose first element is a multiple of its lanes
-    and whose last is inside the buffer."""
-    accesses: list[Load | Store] = []
+    """Every access to the buffer is masked by one predicate P that reads no variable bound while
+    the buffer lives, or runs only where P has every lane on (under a branch one of whose
+    conditions is P's last lane: the full-vector version of a versioned vector loop), through a
+    ramp of stride 1 whose first element is a multiple of its lanes and whose last is inside
+    the buffer."""
     ranges: dict[Var, Interval] = {}
     bound_inside: set[Var] = set()
-
-    def visit(n: object) -> None:
-        if isinstance(n, (Load, Store)) and n.buffer is alloc.buffer:
-            accesses.append(n)
-        elif type(n) is For:
-            ranges[n.var] = (0, n.extent - 1)
-            bound_inside.add(n.var)
-        elif type(n) is Let:
-            bound_inside.add(n.var)
-
-    walk(alloc.body, visit)
-    if not accesses:
+    accesses: list[tuple[Load | Store, tuple[Expr, ...]]] = []
+    _collect(alloc.body, alloc.buffer, (), accesses, ranges, bound_inside)
+    masks = [a.predicate for a, _ in accesses if a.predicate is not None]
+    if not masks or free_vars(masks[0]) & bound_inside:
         return False
-    first = accesses[0].predicate
-    if first is None or free_vars(first) & bound_inside:
-        return False
+    every_lane = _every_lane_on(masks[0])
     size = 1
     for d in alloc.buffer.shape:
         size *= d
-    lanes = accesses[0].index.lanes
-    for a in accesses:
-        if a.predicate is None or not structural_equal(a.predicate, first):
+    lanes = accesses[0][0].index.lanes
+    for a, guards in accesses:
+        if a.predicate is None:
+            if every_lane is None or not any(structural_equal(every_lane, c) for g in guards for c in _conjuncts(g)):
+                return False
+        elif not structural_equal(a.predicate, masks[0]):
             return False
         idx = a.index
         if type(idx) is not Ramp or idx.lanes != lanes or not (type(idx.stride) is Const and idx.stride.value == 1):
@@ -78,3 +76,47 @@ def _one_lane_per_element(alloc: Allocate) -> bool:
         if span is None or span[0] < 0 or span[1] + lanes > size:
             return False
     return size % lanes == 0
+
+
+def _collect(s: Stmt, buf: Buffer, guards: tuple[Expr, ...], out: list, ranges: dict[Var, Interval],
+             bound_inside: set[Var]) -> None:
+    """The accesses to `buf` under `s`, each with the conditions of the branches it runs in."""
+    def loads(node: Any) -> None:
+        walk(node, lambda n: out.append((n, guards)) if isinstance(n, (Load, Store)) and n.buffer is buf else None)
+
+    if type(s) is For:
+        ranges[s.var] = (0, s.extent - 1)
+        bound_inside.add(s.var)
+        _collect(s.body, buf, guards, out, ranges, bound_inside)
+    elif type(s) is Let:
+        bound_inside.add(s.var)
+        loads(s.value)
+        _collect(s.body, buf, guards, out, ranges, bound_inside)
+    elif type(s) is IfThenElse:
+        loads(s.cond)
+        _collect(s.then_case, buf, (*guards, s.cond), out, ranges, bound_inside)
+        if s.else_case is not None:
+            _collect(s.else_case, buf, guards, out, ranges, bound_inside)
+    elif type(s) is Seq:
+        for x in s.stmts:
+            _collect(x, buf, guards, out, ranges, bound_inside)
+    elif type(s) is Allocate:
+        _collect(s.body, buf, guards, out, ranges, bound_inside)
+    else:       # a store or another leaf statement: its accesses, with these branches
+        loads(s)
+
+
+def _every_lane_on(mask: Expr) -> Expr | None:
+    """For a mask `ramp(b, s, n) < B` (s >= 0), the scalar condition that all its lanes hold:
+    b + (n - 1) * s < B, simplified as the code it would be compared with is; else None."""
+    if not (type(mask) is Compare and mask.op is CmpOp.LT and type(mask.a) is Ramp and type(mask.b) is Broadcast):
+        return None
+    ramp = mask.a
+    if not (type(ramp.stride) is Const and ramp.stride.value >= 0):
+        return None
+    last = Binary(BinOp.ADD, ramp.base, Const((ramp.lanes - 1) * ramp.stride.value, ramp.base.dtype))
+    return simplify_expr(Compare(CmpOp.LT, last, mask.b.value))
+
+
+def _conjuncts(e: Expr) -> list[Expr]:
+    return _conjuncts(e.a) + _conjuncts(e.b) if type(e) is And else [e]
