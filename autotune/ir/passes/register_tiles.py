@@ -14,6 +14,7 @@ versioned per vector (its full-vector copy under a test of the last lane) inside
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ...te.expr import And, Binary, BinOp, CmpOp, Compare, Const, Expr, Var
@@ -56,9 +57,7 @@ def _one_lane_per_element(alloc: Allocate) -> bool:
     if not masks or free_vars(masks[0]) & bound_inside:
         return False
     every_lane = _every_lane_on(masks[0])
-    size = 1
-    for d in alloc.buffer.shape:
-        size *= d
+    size = math.prod(alloc.buffer.shape)
     lanes = accesses[0][0].index.lanes
     for a, guards in accesses:
         if a.predicate is None:

@@ -9,8 +9,9 @@ cooperatively (every thread of the 3-d block takes consecutive elements), then e
 accumulates its register tile over (rc, ry, rx). The zero padding is computed inline in the
 input fetch: there is no padded copy of the input in global memory. Where a tile does not divide
 the filters, rows, columns or input channels, the conv runs over them rounded up to whole tiles
-and the fetch reads zero beyond the input, so only the fetch and the store test bounds. Same compute, parameters,
-argument order and reference as the cpu "conv2d" template (`autotune.schedules.cpu.conv2d`).
+and the fetch reads zero beyond the input, so only the fetch and the store test bounds. Same
+compute, parameters, argument order and reference as the cpu "conv2d" template
+(`autotune.schedules.cpu.conv2d`).
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from ...topi.conv import ConvGeometry, pad
 from ..cpu.conv2d import conv2d_reference, nchw_geometry
 from ..schedule import Schedule
 from ..task import template
-from .generic import round_up, split_exact, tile_extent
+from .generic import crop, round_up, split_exact, tile_extent
 
 # candidates of each output axis, (vthread, threads, per-thread); the first is the default
 # config's, chosen for the 3x3 / 64-channel / 56x56 layer and the ResNet-50 3x3 layers (56, 28,
@@ -130,8 +131,7 @@ def conv2d_cuda(cfg: Any, N: int, C: int, H: int, W: int, F: int, KH: int, KW: i
     X = te.placeholder((N, C, H, W), dtype, name="X")
     Wt = te.placeholder((F, C, KH, KW), dtype, name="W")
     Xp, Wp, Yp = _conv_over_whole_tiles(cfg, X, Wt, g)
-    Y = Yp if tuple(Yp.shape) == (N, F, OH, OW) else te.compute(
-        (N, F, OH, OW), lambda n, f, y, x: Yp[n, f, y, x], name="Y_out")
+    Y = Yp if tuple(Yp.shape) == (N, F, OH, OW) else crop(Yp, (N, F, OH, OW), "Y_out")
     s = te.create_schedule(Y.op)
     for T in {Xp, Wp} - {Wt}:
         s[T].compute_inline()          # zero padding and bound tests happen in the shared fetch

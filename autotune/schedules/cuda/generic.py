@@ -9,6 +9,7 @@ apart (the grid-stride loop of hand-written CUDA, at a fixed count).
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -55,15 +56,18 @@ def split_exact(st: Any, axis: Any, size: Sequence[int]) -> list[Any]:
 
 def tile_extent(size: Sequence[int]) -> int:
     """One block's extent along an axis split by a knob (-1, f1, ..., fn): f1 * ... * fn."""
-    extent = 1
-    for f in size[1:]:
-        extent *= f
-    return extent
+    return math.prod(size[1:])
 
 
 def round_up(n: int, tile: int) -> int:
     """n rounded up to a multiple of tile: the extent a product of whole tiles covers."""
     return -(-n // tile) * tile
+
+
+def crop(T: te.Tensor, shape: Sequence[int], name: str) -> te.Tensor:
+    """The leading corner of `shape` of T: a product computed over whole tiles, stored without
+    the rows and columns the tiles added."""
+    return te.compute(tuple(shape), lambda *i: T[i], name=name)
 
 
 def block_width(threads: int, n: int) -> int:

@@ -16,9 +16,10 @@ from typing import Any
 from ... import te
 from ...dtype import dtype_info
 from ...target import CUDA_LIMITS
+from ...topi.movement import pad
 from ..cpu.matmul import _dense_reference
 from ..task import template
-from .generic import bind_cooperative, round_up, split_exact, tile_extent
+from .generic import bind_cooperative, crop, round_up, split_exact, tile_extent
 
 # (vthread, threads, per-thread) of each output axis. The default config: 128 x 128 block tiles,
 # 16 x 16 threads, 8 x 8 outputs per thread; along x as 4 virtual threads of 2 columns, so the 16
@@ -85,17 +86,16 @@ def gemm_schedule(cfg: Any, M: int, N: int, K: int, dtype: str, transposed: bool
     k = te.reduce_axis((0, Kp), name="k")
     C = te.compute((Mp, Np), lambda i, j: te.sum(a_tile[i, k] * (b_tile[j, k] if transposed else b_tile[k, j]),
                                                  axis=k), name="C")
-    if epilogue is None and (Mp, Np) != (M, N):
-        epilogue = _crop(M, N)
-    out = C if epilogue is None else epilogue(C)
+    out = (epilogue(C) if epilogue is not None                   # a padded product stores its M x N corner
+           else C if (Mp, Np) == (M, N) else crop(C, (M, N), "C_out"))
     s = te.create_schedule(out.op)
     for padded in {a_tile, b_tile} - {A, B}:
         s[padded].compute_inline()     # the bound test happens in the shared fetch
     AA = s.cache_read(a_tile, "shared", [C])
     BB = s.cache_read(b_tile, "shared", [C])
     CL = s.cache_write(C, "local")
-    if epilogue is not None:
-        s[C].compute_inline()          # the epilogue reads the register tile directly
+    if out is not C:
+        s[C].compute_inline()          # the epilogue (or the crop) reads the register tile directly
     thread_x = _tile_output(cfg, s, out)
     s[CL].compute_at(s[out], thread_x)
     ci, cj = s[CL].op.axis
@@ -118,13 +118,7 @@ def _zero_padded(X: te.Tensor, shape: tuple[int, int]) -> te.Tensor:
     rows, cols = (int(d) for d in X.shape)
     if (rows, cols) == shape:
         return X
-    return te.compute(shape, lambda i, j: te.if_then_else(te.all(i < rows, j < cols), X[i, j],
-                                                          te.const(0, X.dtype)), name=f"{X.name}_padded")
-
-
-def _crop(M: int, N: int) -> Callable[[te.Tensor], te.Tensor]:
-    """The epilogue of a padded product without one: its M x N corner, stored from registers."""
-    return lambda C: te.compute((M, N), lambda i, j: C[i, j], name="C_out")
+    return pad(X, (0, 0), (shape[0] - rows, shape[1] - cols), name=f"{X.name}_padded")
 
 
 def _tile_output(cfg: Any, s: te.Schedule, out: te.Tensor) -> Any:
