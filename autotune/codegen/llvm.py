@@ -41,6 +41,7 @@ from .llvm_parallel import emit_parallel_for, warn_serial_once
 
 HEAP_THRESHOLD = 64 * 1024      # bytes: bigger "local" buffers go to the heap (thread stacks are small)
 ALIGN = 64
+REGISTER_FILE_BYTES = 32 * 64   # AVX-512's vector registers: the most a register tile can hold
 
 __all__ = ["NUM_THREADS_SYMBOL", "LLVMCodegen", "emit_module", "entry_symbol", "status_error"]
 
@@ -281,8 +282,11 @@ class LLVMCodegen:
 
     def _masks_tails(self, buf) -> bool:
         """Masked tails for memory only: LLVM keeps a local buffer (a register tile) in registers
-        through plain loads and stores, never through masked ones (measured 13x slower)."""
-        return self.masked_tails and buf.scope != "local"
+        through plain loads and stores, never through masked ones (measured 13x slower). A local
+        buffer larger than the register file is memory (a stage computed per task: a strided
+        conv's input phases, read 14 lanes at a time, took 8 + 4 + 2 pieces per load)."""
+        register_tile = buf.scope == "local" and buf.size * dtype_info(buf.dtype).bytes <= REGISTER_FILE_BYTES
+        return self.masked_tails and not register_tile
 
     def _mask(self, predicate: Expr | None, lanes: int) -> ir.Value | None:
         if predicate is None:

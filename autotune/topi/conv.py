@@ -134,6 +134,35 @@ def conv2d_nchw(X: te.Tensor, Wt: te.Tensor, stride: Any = 1, padding: Any = 0, 
     return P, Y
 
 
+def conv2d_nchw_phased(X: te.Tensor, Wt: te.Tensor, stride: Any = 1, padding: Any = 0, dilation: Any = 1,
+                       groups: int = 1, name: str = "Y") -> tuple[te.Tensor, te.Tensor]:
+    """(phases, Y): `conv2d_nchw` over the padded input split by stride phase,
+    phases[n, c, ph, pw, i, j] = pad(X)[n, c, i*sh + ph, j*sw + pw], so that every tap reads
+    consecutive columns (x + rx*dw // sw of phase rx*dw % sw) where a strided conv reads every
+    sw-th one: Y[n, f, y, x] = sum_{rc, ry, rx} phases[n, g*Cg + rc, ry*dh % sh, rx*dw % sw,
+    y + ry*dh // sh, x + rx*dw // sw] * W[f, rc, ry, rx]."""
+    N, C, H, W = X.shape
+    F, Cg, KH, KW = Wt.shape
+    g = conv_geometry("conv2d", C, F, (H, W), (KH, KW), stride, padding, dilation, groups)
+    _check_group_channels("conv2d", C, Cg, groups, Wt)
+    (sh, sw), (dh, dw), (pt, pl), Fg = g.stride, g.dilation, g.pad_before, F // groups
+    rows, cols = g.out[0] + (KH - 1) * dh // sh, g.out[1] + (KW - 1) * dw // sw
+
+    def phase(n: Any, c: Any, ph: Any, pw: Any, i: Any, j: Any) -> Any:
+        r, q = i * sh + ph - pt, j * sw + pw - pl
+        inside = te.all(r >= 0, r < H, q >= 0, q < W)
+        return te.if_then_else(inside, X[n, c, r, q], te.const(0, X.dtype))
+
+    P = te.compute((N, C, sh, sw, rows, cols), phase, name="phases")
+    rc = te.reduce_axis((0, Cg), name="rc")
+    ry = te.reduce_axis((0, KH), name="ry")
+    rx = te.reduce_axis((0, KW), name="rx")
+    Y = te.compute((N, F, *g.out), lambda n, f, y, x: te.sum(
+        P[n, _in_channel(f, rc, groups, Fg, Cg), ry * dh % sh, rx * dw % sw, y + ry * dh // sh, x + rx * dw // sw]
+        * Wt[f, rc, ry, rx], axis=[rc, ry, rx]), name=name)
+    return P, Y
+
+
 def conv2d_nhwc(X: te.Tensor, Wt: te.Tensor, stride: Any = 1, padding: Any = 0, dilation: Any = 1,
                 groups: int = 1, name: str = "Y") -> tuple[te.Tensor, te.Tensor]:
     """(pad, Y):

@@ -9,7 +9,7 @@ import numpy as np
 from hypothesis import given, settings, strategies as st
 
 from autotune.codegen import BuiltFunction, build_module, jit
-from autotune.codegen.llvm import emit_module, entry_symbol
+from autotune.codegen.llvm import REGISTER_FILE_BYTES, emit_module, entry_symbol
 from autotune.ir.nodes import Allocate, Broadcast, Buffer, Load, PrimFunc, Ramp, Store, seq
 from autotune.te.expr import CmpOp, Compare, Const, Var
 
@@ -158,3 +158,21 @@ def test_odd_lane_counts_are_one_masked_access_of_the_next_power_of_two(lanes, b
     assert (f"masked.load.v{wide}f32" in raw) == masked_tails
     assert (f"masked.store.v{wide}f32" in raw) == masked_tails
     assert f"store <{lanes} x float>" in raw              # the local tile: a plain store
+
+
+def test_a_local_buffer_larger_than_the_register_file_is_memory():
+    """A stage computed per task (a strided conv's input phases) is a local buffer that no
+    register file holds: its 14-lane accesses are one masked access of 16, as for memory."""
+    lanes, rows = 14, REGISTER_FILE_BYTES // (14 * 4) + 1
+    A, B = Buffer("A", (rows * lanes,), "float32"), Buffer("B", (rows * lanes,), "float32")
+    T = Buffer("T", (rows * lanes,), "float32", "local")
+    i = Var("i")
+    at = Ramp(mul(i, c(lanes)), c(1), lanes)
+    body = Allocate(T, seq(loop(i, rows, Store(T, at, Load(A, at))), loop(i, rows, Store(B, at, Load(T, at)))))
+    f = build_masked_tails(PrimFunc("big_local", (A, B), body), True)
+    a = rng.random(rows * lanes, np.float32)
+    b = np.zeros_like(a)
+    f(a, b)
+    np.testing.assert_array_equal(b, a)
+    raw = f.get_source("ll-raw")
+    assert f"store <{lanes} x float>" not in raw and raw.count("masked.store.v16f32") >= 2

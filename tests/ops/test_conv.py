@@ -146,22 +146,50 @@ TEMPLATES = [
 ]
 
 
+PHASED = [
+    ("conv2d_grouped", dict(N=1, C=5, H=19, W=23, F=5, KH=7, KW=7, stride=2, padding=3, dilation=1, groups=5)),
+    ("conv2d_grouped", dict(N=2, C=3, H=17, W=29, F=3, KH=5, KW=3, stride=(2, 3), padding=(2, 1), dilation=(1, 2),
+                            groups=3)),
+    ("conv2d_bias_relu", dict(N=1, C=4, H=21, W=13, F=4, KH=5, KW=5, stride=2, padding=2, dilation=1, groups=4)),
+]
+
+
+@pytest.mark.parametrize("op, params", PHASED, ids=[f"{op}-{i}" for i, (op, _) in enumerate(PHASED)])
+def test_strided_depthwise_convs_read_through_stride_phases(op, params):
+    """pad "phases": the input split by stride phase per task, each tap reading it at stride 1;
+    random tiles (tails in rows and columns), parallel loops and unrolls, dilation, unequal
+    strides and a fused epilogue against the definition."""
+    task = autotune.create_task(op, **params)
+    rng, space = random.Random(op), task.config_space
+    picks = {space.random_index(rng) for _ in range(300)}
+    knobs = {i: task.config(i) for i in picks}
+    phased = sorted(i for i, k in knobs.items() if (k["algorithm"].val, k["pad"].val) == ("nchw", "phases"))
+    assert len(phased) >= 6
+    assert_configs_match_the_reference(task, phased[:6], np.random.default_rng(2))
+
+
 @pytest.mark.parametrize("op, params", TEMPLATES, ids=[f"{op}-{i}" for i, (op, _) in enumerate(TEMPLATES)])
 def test_random_configs_match_numpy(op, params):
     task = autotune.create_task(op, **params)
     assert len(task.config_space) >= 100
-    inputs = task.make_inputs(np.random.default_rng(1))
+    picks = random.Random(op).sample(range(len(task.config_space)), 8)
+    assert_configs_match_the_reference(task, [0, *picks], np.random.default_rng(1))
+
+
+def assert_configs_match_the_reference(task, indices, rng):
+    """Each config that instantiates, built and run on random inputs, against the template's
+    reference."""
+    inputs = task.make_inputs(rng)
     want = task.reference(inputs)[0]
     shape, dtype = task.arg_specs[-1]
-    picks = random.Random(op).sample(range(len(task.config_space)), 8)
-    for index in [0, *picks]:
+    for index in indices:
         try:
             s, args = task.instantiate(index)
         except InstantiationError:
             continue
         out = np.empty(shape, dtype)
         autotune.build(s, args)(*inputs, out)
-        np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4, err_msg=f"{op} config {task.config(index)}")
+        np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4, err_msg=f"config {task.config(index)}")
 
 
 def test_template_references_match_the_definition():

@@ -252,13 +252,12 @@ def test_a_conv2d_record_from_before_the_algorithm_knob_loads_as_nchw():
 
 
 @pytest.mark.parametrize("H, stride, tile_x, tile_y", [
-    (112, 2, 8, 1),     # 56 columns: 8 (16 lanes / stride 2) divides them; a strided tile is one row
-    (56, 2, 14, 1),     # 28 columns: 8 would leave a tail of 4, 14 divides them
-    (14, 2, 7, 7),      # 7 columns: the whole row; 7 rows: the whole plane, stride or not
-    (28, 2, 14, 2),     # 14 columns, one tile a row: two strided rows a task
-    (24, 2, 12, 2),     # 12 columns, none of the candidates divides them: one vector, the whole row
-    (36, 2, 6, 1),      # 18 columns: three even tiles of 6, not 8, 8 and a tail of 2; one strided row a task
-    (60, 2, 8, 2),      # 30 columns: four tiles do not divide them, so 8s and a tail of 6; two rows
+    (112, 2, 14, 4),    # a strided depthwise conv's tile follows its output, as at stride 1 (the rows below)
+    (14, 2, 7, 7),
+    (28, 2, 14, 7),
+    (24, 2, 12, 4),     # 12 columns, none of the candidates divides them: one vector, the whole row
+    (36, 2, 9, 6),
+    (60, 2, 15, 5),     # 30 columns: two even tiles of 15; 30 rows: 5
     (7, 1, 7, 7),       # 7 rows, no candidate but 1 divides them: the whole plane (at most 8 rows)
     (8, 1, 8, 8),
     (28, 1, 14, 4),     # 28 columns: 16 would leave a tail of 12, 14 divides them; 4 rows divide 28
@@ -266,8 +265,7 @@ def test_a_conv2d_record_from_before_the_algorithm_knob_loads_as_nchw():
     (18, 1, 9, 6),      # 18 columns: two even tiles of 9; 18 rows: 6, the fewest from 4 to 8 that divide them
     (37, 1, 16, 4),     # 37 (a prime): no candidate divides the columns, so the nearest to 16; 4 rows and a tail
 ])
-def test_a_depthwise_tile_has_no_tail_where_a_candidate_divides_and_one_row_with_a_stride(H, stride, tile_x,
-                                                                                           tile_y):
+def test_a_depthwise_tile_has_no_tail_where_a_candidate_divides_whatever_the_stride(H, stride, tile_x, tile_y):
     task = autotune.create_task("conv2d_grouped", N=1, C=32, H=H, W=H, F=32, KH=3, KW=3, stride=stride, padding=1,
                                 dilation=1, groups=32, target=Target.from_key(AVX512))
     cfg = task.config(0)
@@ -275,23 +273,23 @@ def test_a_depthwise_tile_has_no_tail_where_a_candidate_divides_and_one_row_with
     assert (cfg["tile_x"].size[-1], cfg["tile_y"].size[-1]) == (tile_x, tile_y)
 
 
-@pytest.mark.parametrize("K, H, tile_y, unrolled", [
-    (5, 56, 4, 1),      # 5 rows, 3 shared by the next row's at stride 2: rows as at stride 1, window unrolled
-    (7, 57, 4, 1),      # 29 output rows (a prime): 4 and a tail
-    (3, 56, 1, 0),      # 3 rows, 1 shared: the strided rule's one row
+@pytest.mark.parametrize("K, H, pad", [
+    (5, 56, "inline"),  # 5 rows, 3 shared by the next row's at stride 2
+    (7, 57, "phases"),  # 29 output rows (a prime): 4 and a tail
+    (3, 56, "inline"),  # 3 rows, 1 shared
 ])
-def test_a_strided_depthwise_window_whose_rows_overlap_takes_several_rows(K, H, tile_y, unrolled):
+def test_a_strided_depthwise_window_takes_several_rows_unrolled(K, H, pad):
     task = autotune.create_task("conv2d_grouped", N=1, C=144, H=H, W=H, F=144, KH=K, KW=K, stride=2, padding=K // 2,
                                 dilation=1, groups=144, target=Target.from_key(AVX512))
     knobs = task.config(0).to_json()["knobs"]
-    assert (knobs["algorithm"], knobs["tile_y"][-1], knobs["unroll_window"]) == ("nchw", tile_y, unrolled)
+    assert (knobs["algorithm"], knobs["tile_y"][-1], knobs["unroll_window"], knobs["pad"]) == ("nchw", 4, 1, pad)
 
 
 @pytest.mark.parametrize("C, K, stride, parallel", [
     (96, 7, 1, "outer"),    # ConvNeXt's 7x7: the row tiles serial, their padded first and last peeled
     (64, 5, 1, "outer"),
     (144, 3, 1, "fused"),   # a 3x3 window: one padding row at each edge
-    (96, 7, 2, "fused"),    # strided
+    (96, 3, 2, "outer"),    # strided, any window
     (4, 7, 1, "fused"),     # 4 channels: too few tasks for 2 cores without the row tiles
 ])
 def test_a_tall_depthwise_window_runs_its_row_tiles_serially(C, K, stride, parallel):
@@ -322,7 +320,7 @@ def test_an_unrolled_window_computes_the_conv(op, params, knobs):
 @pytest.mark.parametrize("C, F, H, stride, groups, unrolled", [
     (144, 144, 56, 1, 144, 1),      # depthwise, 4-row tiles: rows share input rows
     (96, 96, 56, 1, 96, 1),         # 7x7 taps x 4 rows = 196 multiply-adds
-    (96, 96, 112, 2, 96, 0),        # one row per tile: nothing shared
+    (96, 96, 112, 2, 96, 1),        # strided: 4-row tiles, rows 2 apart share one input row of 3
     (3, 32, 224, 2, 1, 0),          # 16 filters per tile already share each load
 ])
 def test_the_window_is_unrolled_for_depthwise_tiles_of_several_rows(C, F, H, stride, groups, unrolled):

@@ -148,6 +148,17 @@ def test_the_nchw_conv_pads_inline_unless_its_columns_have_a_tail(C, F, H, strid
     assert knobs["pad"] == pad
 
 
+@pytest.mark.parametrize("K, pad", [(7, "phases"), (5, "inline"), (3, "inline")])
+def test_a_strided_depthwise_conv_reads_stride_phases_where_each_input_feeds_many_taps(K, pad):
+    """49 taps over 4 phases: 12 per input element, at least PHASE_TAPS; 5x5's 6 and 3x3's 2 read
+    the input in place. The tile is the stride-1 rule's either way: 4 rows of 14 columns at 56x56."""
+    params = dict(N=1, C=96, H=112, W=112, F=96, KH=K, KW=K, stride=2, padding=K // 2, dilation=1, groups=96)
+    knobs = default("conv2d_grouped", AVX512, **params)
+    assert (knobs["pad"], knobs["tile_y"], knobs["tile_x"], knobs["parallel"]) == (pad, [-1, 4], [-1, 14], "outer")
+    stride_1 = autotune.create_task("conv2d_grouped", target=AVX512, **{**params, "stride": 1})
+    assert "phases" not in stride_1.config_space.knobs["pad"].entities
+
+
 def test_the_register_tile_follows_the_register_count():
     """3/4 of the registers hold accumulators: 12 of AVX2's 16 (6 rows of 2 vectors), 24 of
     AVX-512's 32 (8 rows, the largest candidate)."""

@@ -7,7 +7,8 @@ The knob names and values are those of the templates before algorithms were a kn
 tuning records stay valid. Default rules (each knob's first value), with L the vector lanes of
 the dtype and R the vector registers of the target (32 with AVX-512, else 16):
   tile_x        the candidate nearest to L / stride_w (one vector per tile row; a strided vector
-                load gathers from stride_w x tile_x input columns), capped by OW; of those that
+                load gathers from stride_w x tile_x input columns; a depthwise conv's stride is
+                taken as 1 here and for tile_y, below), capped by OW; of those that
                 divide OW when any does: a tail of columns costs a whole vector; the whole row
                 when none does and it fits one vector (12 columns at stride 2: one masked vector,
                 not 8 and a tail of 4); over a vector, OW split evenly into the fewest tiles of
@@ -47,11 +48,16 @@ the dtype and R the vector registers of the target (32 with AVX-512, else 16):
                 rows with a tail where only 1 divides OH (a prime): one row is one chain of KH x
                 KW dependent multiply-adds, a tail tile one pass of fewer rows (1 row / 4: 32
                 channels at 37x37 3x3 0.23 / 0.77, 96 at 37x37 5x5 0.12 / 0.40).
-                A depthwise conv with a stride whose rows share most of their input rows (KH >
-                2 x stride_h: 5x5 and 7x7 at stride 2) takes the stride-1 rows (1 or 2 rows by
-                the strided rule / the stride-1 rows: 144 at 56x56 5x5 0.23 / 0.97, 4 rows; 72
-                at 60x60 5x5 0.40 / 0.56, 5 rows; 96 at 112x112 7x7 0.18 / 0.41; 64 at 57x57 7x7
-                0.09 / 0.21, 4 rows and a tail)
+                A depthwise conv takes the stride-1 rows and columns whatever its stride (the
+                strided rules above were measured on depthwise layers before their windows were
+                unrolled and their tiles' masks dropped, and now hold for convs of several filters
+                per group): its rows share input rows at every tap within KH / stride_h rows, and
+                its unrolled window loads each once (Zen 4, 2 threads, x onnxruntime, the strided
+                rules / the stride-1 ones, stride 2: 96 channels at 112x112 3x3 0.92 / 1.17, 144
+                at 56x56 0.97 / 1.15, 240 at 28x28 1.04 / 1.16, 200 at 33x33 0.72 / 1.22, 576
+                at 14x14 0.91 / 0.86; 96 at 57x57 5x5 0.38 / 0.76, 72 at 45x45 0.58 / 1.04, 64
+                at 112x112 0.57 / 0.72; with pad's phases, 7x7: 128 at 28x28 0.50 / 0.74, 120
+                at 29x29 0.64 / 0.80, 48 at 97x97 0.54 / 0.75, 96 at 56x56 0.70 / 0.66)
   tile_f        the most filters of one group (an input vector is reused only by filters of its
                 group) whose tile_f x tile_y x ceil(tile_x / L) accumulators fit in R/2 registers
                 (LLVM unrolls the tile loops it can keep in registers)
@@ -78,16 +84,31 @@ the dtype and R the vector registers of the target (32 with AVX-512, else 16):
                 onnxruntime root / inline: 3->32 at 224x224 stride 2 0.84 / 1.06, 3->64 at 112x112
                 stride 2 0.85 / 0.95, 8->32 at 112x112 stride 1 1.11 / 1.21, 64->64 at 56x56
                 0.68 / 0.76, 128->128 at 28x28 0.72 / 0.77); with a column tail the copy won:
-                6->24 at 97x97 0.89 / 0.60, 3->32 at 225x225 stride 2 0.67 / 0.60
+                6->24 at 97x97 0.89 / 0.60, 3->32 at 225x225 stride 2 0.67 / 0.60. A depthwise
+                conv with a stride also offers "phases" (`topi.conv.conv2d_nchw_phased`): each
+                task first splits its channel's padded input by stride phase, one strided read
+                per input element, and every tap then reads consecutive columns, where inline each
+                tap's vector is a span load and a shuffle. First where each input element feeds
+                PHASE_TAPS taps or more (KH x KW / (stride_h x stride_w): 7x7 at stride 2, 12; 5x5,
+                6; 3x3, 2). Zen 4, 2 threads, x onnxruntime, inline / phases, stride 2: 7x7, 120
+                channels at 29x29 0.67 / 0.80, 48 at 97x97 0.57 / 0.75, 32 at 128x128 0.66 / 0.88,
+                64 at 64x64 0.84 / 0.96, 128 at 28x28 0.72 / 0.74; 5x5, 672 at 14x14 0.85 / 0.46,
+                96 at 57x57 0.76 / 0.63, 72 at 45x45 1.05 / 0.81, 144 at 56x56 0.89 / 0.84 (won: 64
+                at 112x112 0.72 / 0.77, 64 at 64x64 0.96 / 1.12); 3x3, 96 at 112x112 1.18 / 0.67
   parallel      fused (n, filter tiles, row tiles): the most parallel work; but outer (n, filter
-                tiles; each task's row tiles a serial loop) for depthwise convs at stride 1 with
-                KH >= TALL_WINDOW whose filter tiles give every core CHUNKS_PER_CORE tasks: loop
+                tiles; each task's row tiles a serial loop) for depthwise convs with a stride or
+                with KH >= TALL_WINDOW whose filter tiles give every core CHUNKS_PER_CORE tasks: loop
                 partition then peels the first and last row tiles, which read the padding rows,
                 from a guard-free interior, where the fused loop keeps the row guards in every
                 tile (Zen 4, 2 threads, x onnxruntime fused / outer: 96 channels at 56x56 7x7
                 0.68-0.77 / 0.78-0.87, 128 at 56x56 7x7 0.68-0.74 / 0.87, 48 at 112x112 7x7
                 1.01 / 1.11, 64 at 56x56 5x5 0.97 / 1.03, 384 at 14x14 7x7 0.89 / 0.97; lost: 192
-                at 28x28 7x7 0.89-0.90 / 0.81-0.85; 3x3 windows level, 144 at 56x56 1.60 / 1.55-1.66)
+                at 28x28 7x7 0.89-0.90 / 0.81-0.85; 3x3 windows level, 144 at 56x56 1.60 / 1.55-1.66;
+                stride 2, inline: 200 at 33x33 3x3 0.55 / 1.49, 72 at 45x45 5x5 0.70 / 1.09, 96 at
+                57x57 5x5 0.65 / 0.78, 128 at 28x28 7x7 0.49 / 0.72, lost: 96 at 56x56 7x7 0.70 /
+                0.61, 64 at 112x112 5x5 0.77 / 0.72; with phases, 128 at 28x28 7x7 0.59 / 0.73).
+                With phases, a task splits the input rows it reads: the outer loop's tasks each
+                channel's plane once, the fused loop's each row tile's rows and their overlap
 """
 from __future__ import annotations
 
@@ -107,6 +128,8 @@ _TILE_Y = (1, 2, 4, 8)
 TILE_X = (8, 14, 16, 28, 32, 56)
 _TILE_RC = (1, 4, 8, 16, 32)
 TALL_WINDOW = 5             # kernel rows from which a depthwise conv's row tiles run serially (parallel's rule)
+PHASE_TAPS = 8              # taps per input element from which a strided depthwise conv reads phases (pad's rule)
+PADS = ("inline", "root")   # the padding placements of every conv; a strided depthwise one adds "phases"
 MAX_UNROLLED_WINDOW = 392   # vector multiply-adds of an unrolled window: a 7x7 one over 8 rows (unroll_window's rule)
 
 
@@ -118,9 +141,10 @@ APPLIES = applies
 
 
 def _tile_rules(cfg: Any, g: ConvGeometry, dtype: str) -> tuple[int, int, int, int]:
-    """(tile_f, tile_y, tile_x, tile_rc) by the rules in the module docstring."""
-    return tile_rules(cfg, dtype, g.out, g.kernel, g.out_channels // g.groups, g.in_channels // g.groups,
-                      g.stride[1], g.stride[0])
+    """(tile_f, tile_y, tile_x, tile_rc) by the rules in the module docstring (a depthwise conv
+    takes the stride-1 rules whatever its stride)."""
+    strides = (1, 1) if g.depthwise else (g.stride[1], g.stride[0])
+    return tile_rules(cfg, dtype, g.out, g.kernel, g.out_channels // g.groups, g.in_channels // g.groups, *strides)
 
 
 def tile_rules(cfg: Any, dtype: str, out: tuple[int, ...], kernel: tuple[int, ...], Fg: int, Cg: int,
@@ -137,9 +161,9 @@ def tile_rules(cfg: Any, dtype: str, out: tuple[int, ...], kernel: tuple[int, ..
     tile_x = closest(per_vector, dividing or [min(v, OW) for v in TILE_X]) if dividing or OW > L else OW
     if max(_TILE_Y) >= OH:
         tile_y = OH
-    elif row_stride > 1 and (Fg > 1 or 2 * row_stride >= KH):
+    elif row_stride > 1:
         tile_y = 1 if OW % tile_x == 0 and OW // tile_x >= 2 else 2
-    else:       # stride 1, or depthwise rows that share most of their input rows (KH > 2 x stride)
+    else:
         tile_y = max(v for v in _TILE_Y[:-1] if OH % v == 0)
         deep = [v for v in range(_TILE_Y[-2], _TILE_Y[-1] + 1) if OH % v == 0 and v * KH * KW <= MAX_UNROLLED_WINDOW]
         if Fg == 1 and deep:
@@ -161,18 +185,31 @@ def define_knobs(cfg: Any, g: ConvGeometry, N: int, dtype: str, when: tuple[str,
     pad = "inline" if g.out_channels // g.groups < lanes(cfg, dtype) or whole_columns else "root"
     window = g.kernel[0] * g.kernel[1] * rules[1] <= MAX_UNROLLED_WINDOW and rules[1] > 1
     tasks = N * -(-g.out_channels // rules[0])
-    outer = (g.depthwise and g.stride == (1, 1) and g.kernel[0] >= TALL_WINDOW
-             and tasks >= CHUNKS_PER_CORE * cpu_facts(cfg).cores)
-    define_tile_knobs(cfg, g.out_channels, g.in_channels // g.groups, g.out, rules, pad, when,
-                      tuple(first(int(window), [0, 1])) if g.depthwise else (0,), "outer" if outer else "fused")
+    enough_tasks = tasks >= CHUNKS_PER_CORE * cpu_facts(cfg).cores
+    outer = g.depthwise and enough_tasks and (g.stride != (1, 1) or g.kernel[0] >= TALL_WINDOW)
+    define_tile_knobs(cfg, g.out_channels, g.in_channels // g.groups, g.out, rules,
+                      "phases" if phases_pay(g) else pad, when,
+                      tuple(first(int(window), [0, 1])) if g.depthwise else (0,), "outer" if outer else "fused",
+                      PADS + ("phases",) * phases_apply(g))
+
+
+def phases_apply(g: ConvGeometry) -> bool:
+    """A depthwise conv with a stride may read its input split by stride phase (pad "phases")."""
+    return g.depthwise and max(g.stride) > 1
+
+
+def phases_pay(g: ConvGeometry) -> bool:
+    """The stride phases by default where each input element feeds PHASE_TAPS taps or more."""
+    return phases_apply(g) and g.kernel[0] * g.kernel[1] >= PHASE_TAPS * g.stride[0] * g.stride[1]
 
 
 def define_tile_knobs(cfg: Any, F: int, Cg: int, out: tuple[int, ...], rules: tuple[int, int, int, int], pad: str,
                       when: tuple[str, tuple[str, ...]] | None = None,
-                      unroll_window: tuple[int, ...] = (0,), parallel: str = "fused") -> None:
+                      unroll_window: tuple[int, ...] = (0,), parallel: str = "fused",
+                      pads: Sequence[str] = PADS) -> None:
     """The knobs `schedule_nchw` reads, each default by `rules` (tile_f, tile_y, tile_x, tile_rc),
-    `pad` (the default padding placement), `unroll_window` (its values, the default first) and
-    `parallel` (the default parallel loop)."""
+    `pad` (the default padding placement, one of `pads`), `unroll_window` (its values, the
+    default first) and `parallel` (the default parallel loop)."""
     (OH, OW), (tile_f, tile_y, tile_x, tile_rc) = out, rules
     cfg.define_split("tile_f", F, 2, policy="candidate", candidate=split_first(tile_f, F, TILE_F), when=when)
     cfg.define_split("tile_y", OH, 2, policy="candidate", candidate=split_first(tile_y, OH, _TILE_Y), when=when)
@@ -181,7 +218,7 @@ def define_tile_knobs(cfg: Any, F: int, Cg: int, out: tuple[int, ...], rules: tu
                      when=when)
     cfg.define_knob("reduce_order", ["rc_outer", "kernel_outer"], when=when)
     cfg.define_knob("unroll_kw", [1, 0], when=when)
-    cfg.define_knob("pad", first(pad, ["inline", "root"]), when=when)
+    cfg.define_knob("pad", first(pad, pads), when=when)
     cfg.define_knob("parallel", first(parallel, ["fused", "outer"]), when=when, absent="fused")
     cfg.define_knob("unroll_window", list(unroll_window), when=when, absent=0)   # older records: not unrolled
 
@@ -202,8 +239,11 @@ def place_pad(cfg: Any, s: Schedule, P: te.Tensor, padded: bool) -> None:
 def schedule_nchw(cfg: Any, s: Schedule, P: te.Tensor, Y: te.Tensor, out: te.Tensor, padded: bool,
                   KW: int) -> None:
     """Each output tile accumulates in a local buffer at the tile loop; `out` is Y itself
-    (Y then gets a local cache) or a pointwise epilogue of Y (Y is then the local tile)."""
-    place_pad(cfg, s, P, padded)
+    (Y then gets a local cache) or a pointwise epilogue of Y (Y is then the local tile). P is the
+    padded input, or with pad "phases" its stride phases, computed per task."""
+    phased = cfg["pad"].val == "phases"
+    if not phased:
+        place_pad(cfg, s, P, padded)
     CC = s.cache_write(Y, "local") if out is Y else Y
     n, f, y, x = out.op.axis
     fo, fi = cfg["tile_f"].apply(s, out, f)
@@ -229,7 +269,11 @@ def schedule_nchw(cfg: Any, s: Schedule, P: te.Tensor, Y: te.Tensor, out: te.Ten
         s[CC].unroll(cy)
     s[CC].vectorize(cx)
     s[out].vectorize(xi)
-    s[out].parallel(s[out].fuse(n, fo, yo) if cfg["parallel"].val == "fused" else s[out].fuse(n, fo))
+    tasks = s[out].fuse(n, fo, yo) if cfg["parallel"].val == "fused" else s[out].fuse(n, fo)
+    s[out].parallel(tasks)
+    if phased:
+        s[P].compute_at(s[out], tasks)
+        s[P].vectorize(s[P].split(P.op.axis[-1], lanes(cfg, P.dtype))[1])
 
 
 def build(cfg: Any, X: te.Tensor, Wt: te.Tensor, g: ConvGeometry, epilogue: Epilogue | None,
@@ -237,8 +281,8 @@ def build(cfg: Any, X: te.Tensor, Wt: te.Tensor, g: ConvGeometry, epilogue: Epil
     """The direct NCHW conv (pad stage, local tile), the epilogue as a pointwise stage on the tile;
     `extra` (the epilogue's own inputs) are read in place."""
     padding = (*g.pad_before, *g.pad_after)
-    P, Y = topi_conv.conv2d_nchw(X, Wt, g.stride, padding, g.dilation, g.groups,
-                                 name="Y" if epilogue is None else "conv")
+    conv = topi_conv.conv2d_nchw_phased if cfg["pad"].val == "phases" else topi_conv.conv2d_nchw
+    P, Y = conv(X, Wt, g.stride, padding, g.dilation, g.groups, name="Y" if epilogue is None else "conv")
     out = Y if epilogue is None else topi_conv.apply_epilogue(Y, epilogue)
     s = te.create_schedule(out.op)
     schedule_nchw(cfg, s, P, Y, out, g.has_padding, g.kernel[1])
