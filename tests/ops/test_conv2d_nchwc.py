@@ -273,6 +273,20 @@ def test_a_depthwise_tile_has_no_tail_where_a_candidate_divides_whatever_the_str
     assert (cfg["tile_x"].size[-1], cfg["tile_y"].size[-1]) == (tile_x, tile_y)
 
 
+@pytest.mark.parametrize("K, H, stride, tile_y", [
+    (5, 37, 1, 8),      # 37 rows: 4, 5, 6 and 7 leave tails of 1 or 2 rows, 8 one of 5
+    (7, 29, 1, 5),      # tail 4
+    (7, 26, 1, 7),      # 2 divides 26, none from 4 to 8 does: tail 5, not 2-row tiles
+    (7, 83, 1, 4),      # tail 3
+    (3, 37, 1, 4),      # a 3x3 window: 4 rows and a tail of 1
+    (7, 57, 2, 4),      # 29 rows at stride 2: 4 and a tail of 1
+])
+def test_a_tall_depthwise_window_avoids_short_tail_tiles(K, H, stride, tile_y):
+    task = autotune.create_task("conv2d_grouped", N=1, C=96, H=H, W=H, F=96, KH=K, KW=K, stride=stride,
+                                padding=K // 2, dilation=1, groups=96, target=Target.from_key(AVX512))
+    assert task.config(0)["tile_y"].size[-1] == tile_y
+
+
 @pytest.mark.parametrize("K, H, pad", [
     (5, 56, "inline"),  # 5 rows, 3 shared by the next row's at stride 2
     (7, 57, "phases"),  # 29 output rows (a prime): 4 and a tail

@@ -47,7 +47,15 @@ the dtype and R the vector registers of the target (32 with AVX-512, else 16):
                 64 at 18x18 5x5 0.21 / 0.39; 30 rows: 5, 240 at 30x30 3x3 0.40 / 0.74); and 4
                 rows with a tail where only 1 divides OH (a prime): one row is one chain of KH x
                 KW dependent multiply-adds, a tail tile one pass of fewer rows (1 row / 4: 32
-                channels at 37x37 3x3 0.23 / 0.77, 96 at 37x37 5x5 0.12 / 0.40).
+                channels at 37x37 3x3 0.23 / 0.77, 96 at 37x37 5x5 0.12 / 0.40). But a window of
+                TALL_WINDOW rows or more at stride 1, where no count from 4 to 8 divides OH, takes
+                the fewest of them whose tail tile has MIN_TAIL_ROWS rows or more: a tail of one
+                or two rows slowed these windows far beyond its share of rows (96 channels x
+                onnxruntime, the old rule's 4 rows (2 where 2 divides OH) / the new: 37x37 5x5 0.76
+                / 0.94 (8 rows), 29x29 7x7 (64 ch) 0.57 / 0.75 (5), 53x53 7x7 (64 ch) 0.63 / 0.77
+                (5), 17x17 5x5 (160 ch) 0.57 / 0.86 (6), 73x73 5x5 (48 ch) 1.10 / 1.15 (5), 34x34 7x7
+                (88 ch) 0.62 / 0.77 (5); 3x3 windows gained nothing; at stride 2 through the phases
+                5 rows lost to 4, 57x57 7x7 0.65 / 0.49)
                 A depthwise conv takes the stride-1 rows and columns whatever its stride (the
                 strided rules above were measured on depthwise layers before their windows were
                 unrolled and their tiles' masks dropped, and now hold for convs of several filters
@@ -128,6 +136,7 @@ _TILE_Y = (1, 2, 4, 8)
 TILE_X = (8, 14, 16, 28, 32, 56)
 _TILE_RC = (1, 4, 8, 16, 32)
 TALL_WINDOW = 5             # kernel rows from which a depthwise conv's row tiles run serially (parallel's rule)
+MIN_TAIL_ROWS = 3           # the fewest rows of a tall depthwise window's tail tile (tile_y's rule)
 PHASE_TAPS = 8              # taps per input element from which a strided depthwise conv reads phases (pad's rule)
 PADS = ("inline", "root")   # the padding placements of every conv; a strided depthwise one adds "phases"
 MAX_UNROLLED_WINDOW = 392   # vector multiply-adds of an unrolled window: a 7x7 one over 8 rows (unroll_window's rule)
@@ -142,9 +151,10 @@ APPLIES = applies
 
 def _tile_rules(cfg: Any, g: ConvGeometry, dtype: str) -> tuple[int, int, int, int]:
     """(tile_f, tile_y, tile_x, tile_rc) by the rules in the module docstring (a depthwise conv
-    takes the stride-1 rules whatever its stride)."""
-    strides = (1, 1) if g.depthwise else (g.stride[1], g.stride[0])
-    return tile_rules(cfg, dtype, g.out, g.kernel, g.out_channels // g.groups, g.in_channels // g.groups, *strides)
+    takes the stride-1 columns whatever its stride)."""
+    column_stride = 1 if g.depthwise else g.stride[1]
+    return tile_rules(cfg, dtype, g.out, g.kernel, g.out_channels // g.groups, g.in_channels // g.groups,
+                      column_stride, g.stride[0])
 
 
 def tile_rules(cfg: Any, dtype: str, out: tuple[int, ...], kernel: tuple[int, ...], Fg: int, Cg: int,
@@ -161,13 +171,16 @@ def tile_rules(cfg: Any, dtype: str, out: tuple[int, ...], kernel: tuple[int, ..
     tile_x = closest(per_vector, dividing or [min(v, OW) for v in TILE_X]) if dividing or OW > L else OW
     if max(_TILE_Y) >= OH:
         tile_y = OH
-    elif row_stride > 1:
+    elif row_stride > 1 and Fg > 1:
         tile_y = 1 if OW % tile_x == 0 and OW // tile_x >= 2 else 2
-    else:
+    else:       # stride 1, or one filter per group (depthwise) at any stride
         tile_y = max(v for v in _TILE_Y[:-1] if OH % v == 0)
-        deep = [v for v in range(_TILE_Y[-2], _TILE_Y[-1] + 1) if OH % v == 0 and v * KH * KW <= MAX_UNROLLED_WINDOW]
-        if Fg == 1 and deep:
-            tile_y = deep[0]
+        deep = [v for v in range(_TILE_Y[-2], _TILE_Y[-1] + 1) if v * KH * KW <= MAX_UNROLLED_WINDOW]
+        long_tails = [v for v in deep if OH % v >= MIN_TAIL_ROWS] if KH >= TALL_WINDOW and row_stride == 1 else []
+        if Fg == 1 and any(OH % v == 0 for v in deep):
+            tile_y = next(v for v in deep if OH % v == 0)
+        elif Fg == 1 and long_tails:        # no candidate divides OH: the fewest rows whose tail is long
+            tile_y = long_tails[0]
         elif Fg == 1 and tile_y == 1:       # only 1 divides OH: 4 rows and a tail
             tile_y = _TILE_Y[-2]
     accumulators = (32 if facts.vector_bytes == 64 else 16) // 2 // (tile_y * -(-tile_x // L))
