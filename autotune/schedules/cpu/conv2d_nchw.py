@@ -55,7 +55,9 @@ the dtype and R the vector registers of the target (32 with AVX-512, else 16):
                 / 0.94 (8 rows), 29x29 7x7 (64 ch) 0.57 / 0.75 (5), 53x53 7x7 (64 ch) 0.63 / 0.77
                 (5), 17x17 5x5 (160 ch) 0.57 / 0.86 (6), 73x73 5x5 (48 ch) 1.10 / 1.15 (5), 34x34 7x7
                 (88 ch) 0.62 / 0.77 (5); 3x3 windows gained nothing; at stride 2 through the phases
-                5 rows lost to 4, 57x57 7x7 0.65 / 0.49)
+                5 rows lost to 4, 57x57 7x7 0.65 / 0.49). The tuner's row candidates are 1, 2, 4
+                and 8, and for a depthwise conv every count from 4 to 8 (_DEPTHWISE_TILE_Y): the
+                rules above pick among them, and their neighbours stay reachable
                 A depthwise conv takes the stride-1 rows and columns whatever its stride (the
                 strided rules above were measured on depthwise layers before their windows were
                 unrolled and their tiles' masks dropped, and now hold for convs of several filters
@@ -133,6 +135,7 @@ from .rules import CHUNKS_PER_CORE, closest, cpu_facts, first, lanes, split_firs
 
 TILE_F = (1, 2, 4, 8, 16)
 _TILE_Y = (1, 2, 4, 8)
+_DEPTHWISE_TILE_Y = (1, 2, 4, 5, 6, 7, 8)     # every count the depthwise row rules pick from, for the tuner
 TILE_X = (8, 14, 16, 28, 32, 56)
 _TILE_RC = (1, 4, 8, 16, 32)
 TALL_WINDOW = 5             # kernel rows from which a depthwise conv's row tiles run serially (parallel's rule)
@@ -203,7 +206,7 @@ def define_knobs(cfg: Any, g: ConvGeometry, N: int, dtype: str, when: tuple[str,
     define_tile_knobs(cfg, g.out_channels, g.in_channels // g.groups, g.out, rules,
                       "phases" if phases_pay(g) else pad, when,
                       tuple(first(int(window), [0, 1])) if g.depthwise else (0,), "outer" if outer else "fused",
-                      PADS + ("phases",) * phases_apply(g))
+                      PADS + ("phases",) * phases_apply(g), _DEPTHWISE_TILE_Y if g.depthwise else _TILE_Y)
 
 
 def phases_apply(g: ConvGeometry) -> bool:
@@ -219,13 +222,13 @@ def phases_pay(g: ConvGeometry) -> bool:
 def define_tile_knobs(cfg: Any, F: int, Cg: int, out: tuple[int, ...], rules: tuple[int, int, int, int], pad: str,
                       when: tuple[str, tuple[str, ...]] | None = None,
                       unroll_window: tuple[int, ...] = (0,), parallel: str = "fused",
-                      pads: Sequence[str] = PADS) -> None:
+                      pads: Sequence[str] = PADS, rows: Sequence[int] = _TILE_Y) -> None:
     """The knobs `schedule_nchw` reads, each default by `rules` (tile_f, tile_y, tile_x, tile_rc),
     `pad` (the default padding placement, one of `pads`), `unroll_window` (its values, the
-    default first) and `parallel` (the default parallel loop)."""
+    default first), `parallel` (the default parallel loop) and `rows` (tile_y's candidates)."""
     (OH, OW), (tile_f, tile_y, tile_x, tile_rc) = out, rules
     cfg.define_split("tile_f", F, 2, policy="candidate", candidate=split_first(tile_f, F, TILE_F), when=when)
-    cfg.define_split("tile_y", OH, 2, policy="candidate", candidate=split_first(tile_y, OH, _TILE_Y), when=when)
+    cfg.define_split("tile_y", OH, 2, policy="candidate", candidate=split_first(tile_y, OH, rows), when=when)
     cfg.define_split("tile_x", OW, 2, policy="candidate", candidate=split_first(tile_x, OW, TILE_X), when=when)
     cfg.define_split("tile_rc", Cg, 2, policy="candidate", candidate=split_first(tile_rc, Cg, _TILE_RC),
                      when=when)
