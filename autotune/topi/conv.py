@@ -123,15 +123,23 @@ def conv2d_nchw(X: te.Tensor, Wt: te.Tensor, stride: Any = 1, padding: Any = 0, 
     F, Cg, KH, KW = Wt.shape
     g = conv_geometry("conv2d", C, F, (H, W), (KH, KW), stride, padding, dilation, groups)
     _check_group_channels("conv2d", C, Cg, groups, Wt)
-    (sh, sw), (dh, dw), Fg = g.stride, g.dilation, F // groups
+    (sh, sw), (dh, dw) = g.stride, g.dilation
     P = pad(X, (2, 3), g.pad_before, g.pad_after)
+    Y = _nchw_taps(lambda n, c, ry, rx, y, x: P[n, c, y * sh + ry * dh, x * sw + rx * dw], Wt, (N, F, *g.out),
+                   groups, name)
+    return P, Y
+
+
+def _nchw_taps(tap: Any, Wt: te.Tensor, shape: tuple[int, ...], groups: int, name: str) -> te.Tensor:
+    """Y[n, f, y, x] = sum_{rc, ry, rx} tap(n, g*Cg + rc, ry, rx, y, x) * W[f, rc, ry, rx]: the
+    direct conv, whose input element at each tap `tap` reads."""
+    F, Cg, KH, KW = Wt.shape
     rc = te.reduce_axis((0, Cg), name="rc")
     ry = te.reduce_axis((0, KH), name="ry")
     rx = te.reduce_axis((0, KW), name="rx")
-    Y = te.compute((N, F, *g.out), lambda n, f, y, x: te.sum(
-        P[n, _in_channel(f, rc, groups, Fg, Cg), y * sh + ry * dh, x * sw + rx * dw] * Wt[f, rc, ry, rx],
+    return te.compute(shape, lambda n, f, y, x: te.sum(
+        tap(n, _in_channel(f, rc, groups, F // groups, Cg), ry, rx, y, x) * Wt[f, rc, ry, rx],
         axis=[rc, ry, rx]), name=name)
-    return P, Y
 
 
 def conv2d_nchw_phased(X: te.Tensor, Wt: te.Tensor, stride: Any = 1, padding: Any = 0, dilation: Any = 1,
@@ -145,7 +153,7 @@ def conv2d_nchw_phased(X: te.Tensor, Wt: te.Tensor, stride: Any = 1, padding: An
     F, Cg, KH, KW = Wt.shape
     g = conv_geometry("conv2d", C, F, (H, W), (KH, KW), stride, padding, dilation, groups)
     _check_group_channels("conv2d", C, Cg, groups, Wt)
-    (sh, sw), (dh, dw), (pt, pl), Fg = g.stride, g.dilation, g.pad_before, F // groups
+    (sh, sw), (dh, dw), (pt, pl) = g.stride, g.dilation, g.pad_before
     rows, cols = g.out[0] + (KH - 1) * dh // sh, g.out[1] + (KW - 1) * dw // sw
 
     def phase(n: Any, c: Any, ph: Any, pw: Any, i: Any, j: Any) -> Any:
@@ -154,12 +162,8 @@ def conv2d_nchw_phased(X: te.Tensor, Wt: te.Tensor, stride: Any = 1, padding: An
         return te.if_then_else(inside, X[n, c, r, q], te.const(0, X.dtype))
 
     P = te.compute((N, C, sh, sw, rows, cols), phase, name="phases")
-    rc = te.reduce_axis((0, Cg), name="rc")
-    ry = te.reduce_axis((0, KH), name="ry")
-    rx = te.reduce_axis((0, KW), name="rx")
-    Y = te.compute((N, F, *g.out), lambda n, f, y, x: te.sum(
-        P[n, _in_channel(f, rc, groups, Fg, Cg), ry * dh % sh, rx * dw % sw, y + ry * dh // sh, x + rx * dw // sw]
-        * Wt[f, rc, ry, rx], axis=[rc, ry, rx]), name=name)
+    Y = _nchw_taps(lambda n, c, ry, rx, y, x: P[n, c, ry * dh % sh, rx * dw % sw, y + ry * dh // sh, x + rx * dw // sw],
+                   Wt, (N, F, *g.out), groups, name)
     return P, Y
 
 

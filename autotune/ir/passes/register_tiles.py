@@ -80,7 +80,7 @@ def _one_lane_per_element(alloc: Allocate) -> bool:
 def _collect(s: Stmt, buf: Buffer, guards: tuple[Expr, ...], out: list, ranges: dict[Var, Interval],
              bound_inside: set[Var]) -> None:
     """The accesses to `buf` under `s`, each with the conditions of the branches it runs in."""
-    def loads(node: Any) -> None:
+    def accesses_in(node: Any) -> None:
         walk(node, lambda n: out.append((n, guards)) if isinstance(n, (Load, Store)) and n.buffer is buf else None)
 
     if type(s) is For:
@@ -89,10 +89,10 @@ def _collect(s: Stmt, buf: Buffer, guards: tuple[Expr, ...], out: list, ranges: 
         _collect(s.body, buf, guards, out, ranges, bound_inside)
     elif type(s) is Let:
         bound_inside.add(s.var)
-        loads(s.value)
+        accesses_in(s.value)
         _collect(s.body, buf, guards, out, ranges, bound_inside)
     elif type(s) is IfThenElse:
-        loads(s.cond)
+        accesses_in(s.cond)
         _collect(s.then_case, buf, (*guards, s.cond), out, ranges, bound_inside)
         if s.else_case is not None:
             _collect(s.else_case, buf, guards, out, ranges, bound_inside)
@@ -102,7 +102,7 @@ def _collect(s: Stmt, buf: Buffer, guards: tuple[Expr, ...], out: list, ranges: 
     elif type(s) is Allocate:
         _collect(s.body, buf, guards, out, ranges, bound_inside)
     else:       # a store or another leaf statement: its accesses, with these branches
-        loads(s)
+        accesses_in(s)
 
 
 def _every_lane_on(mask: Expr) -> Expr | None:

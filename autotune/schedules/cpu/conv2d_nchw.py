@@ -56,8 +56,8 @@ the dtype and R the vector registers of the target (32 with AVX-512, else 16):
                 (5), 17x17 5x5 (160 ch) 0.57 / 0.86 (6), 73x73 5x5 (48 ch) 1.10 / 1.15 (5), 34x34 7x7
                 (88 ch) 0.62 / 0.77 (5); 3x3 windows gained nothing; at stride 2 through the phases
                 5 rows lost to 4, 57x57 7x7 0.65 / 0.49). The tuner's row candidates are 1, 2, 4
-                and 8, and for a depthwise conv every count from 4 to 8 (_DEPTHWISE_TILE_Y): the
-                rules above pick among them, and their neighbours stay reachable
+                and 8, and for a depthwise conv every count from 4 to 8 (_DEEP_ROWS): the
+                rules above pick among them, and their neighbours stay reachable.
                 A depthwise conv takes the stride-1 rows and columns whatever its stride (the
                 strided rules above were measured on depthwise layers before their windows were
                 unrolled and their tiles' masks dropped, and now hold for convs of several filters
@@ -135,7 +135,8 @@ from .rules import CHUNKS_PER_CORE, closest, cpu_facts, first, lanes, split_firs
 
 TILE_F = (1, 2, 4, 8, 16)
 _TILE_Y = (1, 2, 4, 8)
-_DEPTHWISE_TILE_Y = (1, 2, 4, 5, 6, 7, 8)     # every count the depthwise row rules pick from, for the tuner
+_DEEP_ROWS = tuple(range(_TILE_Y[-2], _TILE_Y[-1] + 1))    # 4 to 8: the depthwise row rules pick among them
+_DEPTHWISE_TILE_Y = (*_TILE_Y[:-2], *_DEEP_ROWS)            # so the tuner reaches each of them
 TILE_X = (8, 14, 16, 28, 32, 56)
 _TILE_RC = (1, 4, 8, 16, 32)
 TALL_WINDOW = 5             # kernel rows from which a depthwise conv's row tiles run serially (parallel's rule)
@@ -178,10 +179,11 @@ def tile_rules(cfg: Any, dtype: str, out: tuple[int, ...], kernel: tuple[int, ..
         tile_y = 1 if OW % tile_x == 0 and OW // tile_x >= 2 else 2
     else:       # stride 1, or one filter per group (depthwise) at any stride
         tile_y = max(v for v in _TILE_Y[:-1] if OH % v == 0)
-        deep = [v for v in range(_TILE_Y[-2], _TILE_Y[-1] + 1) if v * KH * KW <= MAX_UNROLLED_WINDOW]
+        deep = [v for v in _DEEP_ROWS if v * KH * KW <= MAX_UNROLLED_WINDOW]
+        exact_rows = [v for v in deep if OH % v == 0]
         long_tails = [v for v in deep if OH % v >= MIN_TAIL_ROWS] if KH >= TALL_WINDOW and row_stride == 1 else []
-        if Fg == 1 and any(OH % v == 0 for v in deep):
-            tile_y = next(v for v in deep if OH % v == 0)
+        if Fg == 1 and exact_rows:
+            tile_y = exact_rows[0]
         elif Fg == 1 and long_tails:        # no candidate divides OH: the fewest rows whose tail is long
             tile_y = long_tails[0]
         elif Fg == 1 and tile_y == 1:       # only 1 divides OH: 4 rows and a tail
