@@ -141,17 +141,20 @@ def test_a_strided_depthwise_conv_is_nchw_by_default_while_its_loads_are_shuffle
     assert "nchwc_ic_bn" not in task.config_space.knobs       # no channel reduction
 
 
-@pytest.mark.parametrize("C, F, KH, stride, first", [
-    (144, 24, 1, 1, "gemm"), (37, 37, 1, 1, "gemm"),      # a 1x1 conv with few channels on one side is a GEMM
-    (24, 144, 1, 1, "gemm"), (256, 1024, 1, 1, "gemm"),   # widening too
-    (512, 512, 1, 1, "nchwc"), (2048, 512, 1, 1, "nchwc"),   # deep on both sides: blocked
-    (144, 24, 3, 1, "winograd"),                          # 3x3
-    (144, 24, 1, 2, "gemm"), (75, 357, 1, 2, "gemm"),     # strided, the blocked transposes a big share
-    (160, 320, 1, 2, "nchwc"), (256, 512, 1, 2, "nchwc"),     # strided, deep: a small share
+@pytest.mark.parametrize("C, F, H, KH, stride, first", [
+    (144, 24, 29, 1, 1, "gemm"), (37, 37, 29, 1, 1, "gemm"),   # a 1x1 conv with few channels on one side is a GEMM
+    (24, 144, 29, 1, 1, "gemm"), (256, 256, 14, 1, 1, "gemm"),   # widening too; and on a small image
+    (1024, 256, 14, 1, 1, "nchwc"), (512, 512, 13, 1, 1, "nchwc"),   # deep on both sides, a small image: blocked
+    (512, 512, 29, 1, 1, "gemm"), (2048, 512, 16, 1, 1, "gemm"),   # deep, 256 pixels or more: a GEMM
+    (144, 24, 29, 3, 1, "winograd"),                                 # 3x3
+    (144, 24, 29, 1, 2, "gemm"), (75, 357, 29, 1, 2, "gemm"),     # strided, the blocked transposes a big share
+    (160, 320, 29, 1, 2, "nchwc"), (256, 512, 29, 1, 2, "nchwc"),     # strided, deep: a small share
 ])
-def test_a_pointwise_conv_with_few_channels_on_one_side_defaults_to_gemm(C, F, KH, stride, first):
-    task = autotune.create_task("conv2d", N=1, C=C, H=29, W=29, F=F, KH=KH, KW=KH, stride=stride, padding=0)
-    assert task.config_space.knobs["algorithm"].entities[0].val == first
+def test_a_pointwise_conv_defaults_to_gemm_with_few_channels_on_one_side_or_many_pixels(C, F, H, KH, stride, first):
+    task = autotune.create_task("conv2d", N=1, C=C, H=H, W=H, F=F, KH=KH, KW=KH, stride=stride, padding=0,
+                                target=Target.from_key(AVX512))
+    task.set_constant_inputs((1,))          # a model's weights: no weight repack per call either way
+    assert task.config(task.default_index)["algorithm"].val == first
 
 
 @pytest.mark.parametrize("H, first", [(7, "nchwc"), (14, "gemm"), (28, "gemm")])

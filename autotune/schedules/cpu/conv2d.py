@@ -25,15 +25,25 @@ layer's arithmetic and data volumes:
               them once at compile time (`autotune.graph.hoist`), and "nchwc", its weight stream
               prefetched, goes first instead (ResNet-18's three 512-channel 7x7 layers in the
               model, 2 threads: 0.93-0.96 ms against the GEMM's 1.00-1.01); and for
-              1x1 stride-1 convs with at most POINTWISE_GEMM_CHANNELS channels on one side
-              (MobileNet-V2's expansions and projections, ResNet-50's up to its 256-channel
-              stage): X is already the GEMM's operand, while the blocked layout's two
-              transposes move (C + F) x H x W elements against C x F x H x W multiply-adds,
-              a share of about 1/min(C, F). Constant weights, 2 threads (a Xeon), GEMM against
-              blocked (x faster): 16->96 at 112x112 1.61, 24->144 at 56x56 1.41, 64->256 at 56x56
-              1.14, 160->960 at 7x7 1.83 (0.88 on a Zen 4, below), 256->64 at 56x56 1.39, 256->256 at 14x14 1.08,
-              256->1024 at 14x14 1.03, 1024->256 at 14x14 0.94; deeper on both sides the
-              blocked kernel wins: 512->512 at 7x7 0.80, 2048->512 at 7x7 0.80, 512->2048 0.87;
+              1x1 stride-1 convs where the blocked layout's two transposes, which move (C + F) x
+              H x W elements against C x F x H x W multiply-adds, take a share 1/C + 1/F of at
+              least POINTWISE_GEMM_SHARE (few channels on one side: MobileNet-V2's expansions
+              and projections, ResNet-50's convs up to its 128-channel stage), or where the image
+              has POINTWISE_GEMM_PIXELS pixels or more: X is already the GEMM's operand. On
+              smaller images deep on both sides the blocked kernel wins. Constant weights, 2
+              threads on a Zen 5, x onnxruntime, blocked / GEMM: at 14x14, share 0.003-0.005:
+              1024->512 0.94 / 0.74, 1024->256 0.90 / 0.75, 768->768 0.94 / 0.85, 512->1024 0.93
+              / 0.82, 512->512 0.93 / 0.83, 384->384 0.92 / 0.88, 256->1024 0.91 / 0.86; 512->512 at
+              13x13 0.91 / 0.85, 600->600 at 12x12 0.89 / 0.82, 320->1280 at 9x9 0.90 / 0.64;
+              share 0.006 and more: 320->320 0.89 / 0.89, 192->768 0.88 / 0.88, 256->256 0.88 /
+              0.92, 128->512 0.90 / 0.93, 576->96 0.81 / 0.94, 96->576 0.65 / 0.84, 200->1000 at
+              13x13 0.75 / 0.92; 256 pixels or more, deep: 1024->1024 at 17x17 0.92 / 0.91,
+              512->2048 at 16x16 0.97 / 1.04, 2048->1024 at 16x16 0.90 / 0.91, 1536->384 at 20x20
+              0.84 / 0.91, 640->320 at 20x20 0.89 / 0.96, 512->512 at 28x28 0.92 / 0.98,
+              2048->512 at 28x28 0.81 / 1.05, 384->384 at 28x28 0.90 / 1.00, 288->288 at 56x56
+              0.94 / 1.17, and odd: 321->275 at 31x31 0.68 / 1.00, 300->600 at 17x17 0.83 / 1.03,
+              400->400 at 19x19 0.83 / 1.07, 2048->512 at 29x29 0.84 / 0.98; missed, below 256
+              pixels: 720->360 at 15x15 0.89 / 0.90, 768->384 at 11x11 0.90 / 0.98;
               and for strided 1x1 convs whose blocked transposes move at least
               STRIDED_POINTWISE_TRANSPOSES elements per multiply-add: the input's C x H x W and
               the output's F x OH x OW against C x F x OH x OW, s_h*s_w/F + 1/C, where the GEMM
@@ -102,7 +112,8 @@ from . import conv2d_gemm as gemm, conv2d_nchw as nchw, conv2d_nchwc as nchwc, c
 
 ALGORITHMS: dict[str, ModuleType] = {"winograd": winograd, "nchwc": nchwc, "gemm": gemm, "nchw": nchw}
 WINOGRAD_SAVING = 2.0
-POINTWISE_GEMM_CHANNELS = 256
+POINTWISE_GEMM_SHARE = 0.006
+POINTWISE_GEMM_PIXELS = 256
 STRIDED_POINTWISE_TRANSPOSES = 0.02
 SHORT_STRIDED_KERNEL = 3
 
@@ -139,7 +150,7 @@ def algorithm_order(g: ConvGeometry, N: int, vec: int, constant_weights: bool = 
         return [name for name in names if name != "gemm"] + ["gemm"] * ("gemm" in names)
     weights = g.out_channels * g.in_channels // g.groups * g.kernel[0] * g.kernel[1]
     heavy_weights = not constant_weights and weights > N * g.in_channels * g.spatial[0] * g.spatial[1]
-    pointwise = (_shallow_pointwise(g) or _strided_pointwise(g)) and not gemm.pads_panels(g, vec)
+    pointwise = (_stride1_pointwise(g) or _strided_pointwise(g)) and not gemm.pads_panels(g, vec)
     if "gemm" in names and names[0] != "winograd" and (heavy_weights or pointwise):
         names.insert(0, names.pop(names.index("gemm")))
     return names
@@ -153,11 +164,14 @@ def _few_channels(g: ConvGeometry, vec: int) -> bool:
     return g.groups == 1 and g.in_channels < vec and (g.stride == (1, 1) or small_taps)
 
 
-def _shallow_pointwise(g: ConvGeometry) -> bool:
-    """A 1x1 stride-1 conv of one group with few channels on one side: a GEMM as laid out, where
-    the blocked layout's transposes cost more than its kernel gains."""
-    return (g.kernel == (1, 1) and g.stride == (1, 1) and g.groups == 1
-            and min(g.in_channels, g.out_channels) <= POINTWISE_GEMM_CHANNELS)
+def _stride1_pointwise(g: ConvGeometry) -> bool:
+    """A 1x1 stride-1 conv of one group, a GEMM as laid out, where the blocked layout's
+    transposes take a share 1/C + 1/F of POINTWISE_GEMM_SHARE or more, or on an image of
+    POINTWISE_GEMM_PIXELS pixels or more (module docstring)."""
+    if g.kernel != (1, 1) or g.stride != (1, 1) or g.groups != 1:
+        return False
+    share = 1 / g.in_channels + 1 / g.out_channels
+    return share >= POINTWISE_GEMM_SHARE or g.out[0] * g.out[1] >= POINTWISE_GEMM_PIXELS
 
 
 def _strided_pointwise(g: ConvGeometry) -> bool:
