@@ -151,12 +151,15 @@ PHASED = [
     ("conv2d_grouped", dict(N=2, C=3, H=17, W=29, F=3, KH=5, KW=3, stride=(2, 3), padding=(2, 1), dilation=(1, 2),
                             groups=3)),
     ("conv2d_bias_relu", dict(N=1, C=4, H=21, W=13, F=4, KH=5, KW=5, stride=2, padding=2, dilation=1, groups=4)),
+    ("conv2d", dict(N=1, C=3, H=19, W=23, F=6, KH=3, KW=3, stride=2, padding=1)),     # a stem: filters share them
+    ("conv2d_grouped", dict(N=1, C=6, H=17, W=21, F=8, KH=3, KW=3, stride=(2, 3), padding=1, dilation=1, groups=2)),
 ]
 
 
 @pytest.mark.parametrize("op, params", PHASED, ids=[f"{op}-{i}" for i, (op, _) in enumerate(PHASED)])
-def test_strided_depthwise_convs_read_through_stride_phases(op, params):
-    """pad "phases": the input split by stride phase per task, each tap reading it at stride 1;
+def test_strided_convs_read_through_stride_phases(op, params):
+    """pad "phases" (depthwise convs and convs of few channels): the input split by stride phase
+    per task, each tap reading it at stride 1;
     random tiles (tails in rows and columns), parallel loops and unrolls, dilation, unequal
     strides and a fused epilogue against the definition."""
     task = autotune.create_task(op, **params)

@@ -123,8 +123,8 @@ VECTOR_RULES = [
      [-1, 1, 56]),
     # 4 input channels: half an AVX2 vector for Winograd's input transform, a quarter of AVX-512's
     ("conv2d_grouped", dict(N=1, C=4, H=56, W=56, F=64, KH=3, KW=3, **CONV), "algorithm", "winograd", "nchw"),
-    # 12 input channels, 3x3 stride 2: blocked on AVX2, fewer than a vector of them on AVX-512
-    ("conv2d_grouped", dict(N=1, C=12, H=57, W=57, F=40, KH=3, KW=3, stride=2, padding=1, dilation=1, groups=1),
+    # 3 input channels, 3x3 stride 2: over a quarter of an AVX2 vector (blocked), within one of AVX-512's
+    ("conv2d_grouped", dict(N=1, C=3, H=57, W=57, F=40, KH=3, KW=3, stride=2, padding=1, dilation=1, groups=1),
      "algorithm", "nchwc", "nchw"),
     ("attention", dict(batch=1, heads=8, seq_q=1024, seq_k=1024, head_dim=64, causal=0), "out_width", 32, 64),
 ]
@@ -138,7 +138,7 @@ def test_the_default_follows_the_vector_width(op, params, knob, avx2, avx512):
 
 
 @pytest.mark.parametrize("C, F, H, stride, groups, pad", [
-    (3, 32, 224, 2, 1, "inline"),     # MobileNet-V2's stem: 112 columns, tiles of 8
+    (6, 24, 96, 1, 1, "inline"),      # 96 columns in tiles of 16
     (6, 24, 97, 1, 1, "root"),        # 97 columns in tiles of 16: a tail tile
     (6, 6, 97, 1, 6, "inline"),       # depthwise: one filter per channel, a copy costs the conv
 ])
@@ -157,6 +157,19 @@ def test_a_strided_depthwise_conv_reads_stride_phases_where_each_input_feeds_man
     assert (knobs["pad"], knobs["tile_y"], knobs["tile_x"], knobs["parallel"]) == (pad, [-1, 4], [-1, 14], "outer")
     stride_1 = autotune.create_task("conv2d_grouped", target=AVX512, **{**params, "stride": 1})
     assert "phases" not in stride_1.config_space.knobs["pad"].entities
+
+
+@pytest.mark.parametrize("C, F, H, want", [
+    (3, 32, 224, ("nchw", "phases", [-1, 16])),    # MobileNet-V2's stem: 112 columns in whole vectors
+    (1, 19, 223, ("nchw", "phases", [-1, 16])),    # odd: 112 columns too
+    (8, 32, 112, ("nchwc",)),                      # over a quarter of a vector of channels: blocked
+])
+def test_a_strided_conv_of_few_channels_reads_stride_phases_in_whole_vectors(C, F, H, want):
+    """Every filter of the tile reads the same phases; each tap then reads consecutive columns,
+    so the column tile is the stride-1 rule's."""
+    knobs = default("conv2d_grouped", AVX512, N=1, C=C, H=H, W=H, F=F, KH=3, KW=3, stride=2, padding=1,
+                    dilation=1, groups=1)
+    assert (knobs["algorithm"], knobs["pad"], knobs["tile_x"])[:len(want)] == want
 
 
 def test_the_register_tile_follows_the_register_count():

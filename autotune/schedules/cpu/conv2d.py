@@ -86,7 +86,17 @@ layer's arithmetic and data volumes:
               3->32 at 225x225 stride 2 0.65 / 0.64, 4->24 at 99x99 stride 2 0.70 / 0.72, 3->16
               at 160x160 stride 2 0.70 / 0.66). Larger taps with a stride stay blocked: 5x5 and
               7x7 stride 2 on 3 channels ran 0.37, 0.68 and 0.89 in NCHW against 0.81, 0.85 and
-              0.89 blocked
+              0.89 blocked. With a stride, NCHW now reads its input split by stride phase
+              (`conv2d_nchw`'s pad "phases") and leads only with at most STRIDED_FEW_CHANNELS
+              x the vector's lanes of input channels (4 of 16): on a Zen 5 the blocked kernel won
+              from 5 channels (2 threads, x onnxruntime, blocked / NCHW through the phases: 8->32
+              at 112x112 0.77 / 0.57, 5->48 at 131x131 0.74 / 0.57, 7->25 at 163x163 0.59 / 0.53,
+              13->40 at 97x97 0.69 / 0.49; won by NCHW: 5->32 at 128x128 1.04 / 1.12, 6->32 at
+              112x112 0.74 / 0.80; level at 4 channels: 4->32 at 128x128 1.00 / 0.99, 4->24 at
+              100x100 0.70 / 0.69); up to 3 NCHW won every layer: 3->32 at 224x224 0.68 / 0.89,
+              1->19 at 223x223 0.77 / 1.17, 3->64 at 112x112 0.62 / 0.89, 1->32 at 96x96 0.67 /
+              1.25, 3->16 at 160x160 0.93 / 1.36, 2->16 at 200x200 0.80 / 0.92, 3->24 at 151x151
+              0.76 / 0.97, 2->32 at 75x75 0.63 / 0.72, 3->32 at 225x225 0.62 / 0.59 (level)
 The rules of each algorithm's own knobs are in its module docstring.
 
 "conv2d" keeps its parameters, so its workload keys stay valid; records made before the
@@ -116,6 +126,7 @@ POINTWISE_GEMM_SHARE = 0.006
 POINTWISE_GEMM_PIXELS = 256
 STRIDED_POINTWISE_TRANSPOSES = 0.02
 SHORT_STRIDED_KERNEL = 3
+STRIDED_FEW_CHANNELS = 0.25
 
 
 def conv2d_nchw(X: te.Tensor, Wt: te.Tensor, stride: Any, padding: Any, name: str = "Y") -> tuple[te.Tensor, te.Tensor]:
@@ -157,11 +168,15 @@ def algorithm_order(g: ConvGeometry, N: int, vec: int, constant_weights: bool = 
 
 
 def _few_channels(g: ConvGeometry, vec: int) -> bool:
-    """A conv of one group and fewer than a vector of input channels, at stride 1 or with at most
-    3x3 taps: the blocked layout's channel blocks are single channels, and its output transpose
-    costs what the few multiply-adds per output save."""
-    small_taps = max(g.kernel) <= SHORT_STRIDED_KERNEL
-    return g.groups == 1 and g.in_channels < vec and (g.stride == (1, 1) or small_taps)
+    """A conv of one group and fewer than a vector of input channels at stride 1, or with a
+    stride, taps of at most SHORT_STRIDED_KERNEL and at most STRIDED_FEW_CHANNELS of a vector:
+    the blocked layout's channel blocks are then single channels, and its output transpose costs
+    what the few multiply-adds per output save."""
+    if g.groups != 1:
+        return False
+    if g.stride == (1, 1):
+        return g.in_channels < vec
+    return max(g.kernel) <= SHORT_STRIDED_KERNEL and g.in_channels <= vec * STRIDED_FEW_CHANNELS
 
 
 def _stride1_pointwise(g: ConvGeometry) -> bool:

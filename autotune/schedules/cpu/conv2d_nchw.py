@@ -7,8 +7,9 @@ The knob names and values are those of the templates before algorithms were a kn
 tuning records stay valid. Default rules (each knob's first value), with L the vector lanes of
 the dtype and R the vector registers of the target (32 with AVX-512, else 16):
   tile_x        the candidate nearest to L / stride_w (one vector per tile row; a strided vector
-                load gathers from stride_w x tile_x input columns; a depthwise conv's stride is
-                taken as 1 here and for tile_y, below), capped by OW; of those that
+                load gathers from stride_w x tile_x input columns; the stride is taken as 1 for a
+                conv read through pad's phases, and for a depthwise conv here and for tile_y,
+                below), capped by OW; of those that
                 divide OW when any does: a tail of columns costs a whole vector; the whole row
                 when none does and it fits one vector (12 columns at stride 2: one masked vector,
                 not 8 and a tail of 4); over a vector, OW split evenly into the fewest tiles of
@@ -104,7 +105,15 @@ the dtype and R the vector registers of the target (32 with AVX-512, else 16):
                 channels at 29x29 0.67 / 0.80, 48 at 97x97 0.57 / 0.75, 32 at 128x128 0.66 / 0.88,
                 64 at 64x64 0.84 / 0.96, 128 at 28x28 0.72 / 0.74; 5x5, 672 at 14x14 0.85 / 0.46,
                 96 at 57x57 0.76 / 0.63, 72 at 45x45 1.05 / 0.81, 144 at 56x56 0.89 / 0.84 (won: 64
-                at 112x112 0.72 / 0.77, 64 at 64x64 0.96 / 1.12); 3x3, 96 at 112x112 1.18 / 0.67
+                at 112x112 0.72 / 0.77, 64 at 64x64 0.96 / 1.12); 3x3, 96 at 112x112 1.18 / 0.67.
+                A strided conv of fewer than L input channels per group and several filters
+                per group offers the phases too, first: its filters all read them, so the split
+                is paid once per input row a task reads, and tile_x takes whole vectors (Zen 5, 2
+                threads, x onnxruntime, inline or root with 8 columns / phases with the stride-1
+                columns, 3x3 stride 2: 3->32 at 224x224 0.68 / 0.89, 1->19 at 223x223 0.77 /
+                1.17, 3->64 at 112x112 0.65 / 0.89, 1->32 at 96x96 0.95 / 1.25, 3->16 at 160x160
+                0.72 / 1.36, 3->32 at 225x225 0.47 / 0.59, 8->32 at 112x112 0.38 / 0.57, 5->48 at
+                131x131 0.45 / 0.57, 7->25 at 163x163 0.46 / 0.53: better in each of 11 layers)
   parallel      fused (n, filter tiles, row tiles): the most parallel work; but outer (n, filter
                 tiles; each task's row tiles a serial loop) for depthwise convs with a stride or
                 with KH >= TALL_WINDOW whose filter tiles give every core CHUNKS_PER_CORE tasks: loop
@@ -156,7 +165,7 @@ APPLIES = applies
 def _tile_rules(cfg: Any, g: ConvGeometry, dtype: str) -> tuple[int, int, int, int]:
     """(tile_f, tile_y, tile_x, tile_rc) by the rules in the module docstring (a depthwise conv
     takes the stride-1 columns whatever its stride)."""
-    column_stride = 1 if g.depthwise else g.stride[1]
+    column_stride = 1 if g.depthwise or phases_pay(g, lanes(cfg, dtype)) else g.stride[1]
     return tile_rules(cfg, dtype, g.out, g.kernel, g.out_channels // g.groups, g.in_channels // g.groups,
                       column_stride, g.stride[0])
 
@@ -205,20 +214,25 @@ def define_knobs(cfg: Any, g: ConvGeometry, N: int, dtype: str, when: tuple[str,
     tasks = N * -(-g.out_channels // rules[0])
     enough_tasks = tasks >= CHUNKS_PER_CORE * cpu_facts(cfg).cores
     outer = g.depthwise and enough_tasks and (g.stride != (1, 1) or g.kernel[0] >= TALL_WINDOW)
+    L = lanes(cfg, dtype)
     define_tile_knobs(cfg, g.out_channels, g.in_channels // g.groups, g.out, rules,
-                      "phases" if phases_pay(g) else pad, when,
+                      "phases" if phases_pay(g, L) else pad, when,
                       tuple(first(int(window), [0, 1])) if g.depthwise else (0,), "outer" if outer else "fused",
-                      PADS + ("phases",) * phases_apply(g), _DEPTHWISE_TILE_Y if g.depthwise else _TILE_Y)
+                      PADS + ("phases",) * phases_apply(g, L), _DEPTHWISE_TILE_Y if g.depthwise else _TILE_Y)
 
 
-def phases_apply(g: ConvGeometry) -> bool:
-    """A depthwise conv with a stride may read its input split by stride phase (pad "phases")."""
-    return g.depthwise and max(g.stride) > 1
+def phases_apply(g: ConvGeometry, L: int) -> bool:
+    """A strided conv, depthwise or of fewer than L input channels per group, may read its input
+    split by stride phase (pad "phases")."""
+    return max(g.stride) > 1 and (g.depthwise or g.in_channels // g.groups < L)
 
 
-def phases_pay(g: ConvGeometry) -> bool:
-    """The stride phases by default where each input element feeds PHASE_TAPS taps or more."""
-    return phases_apply(g) and g.kernel[0] * g.kernel[1] >= PHASE_TAPS * g.stride[0] * g.stride[1]
+def phases_pay(g: ConvGeometry, L: int) -> bool:
+    """The stride phases by default for a conv of several filters per group (all of them read
+    the same phases), and for a depthwise one where each input element feeds PHASE_TAPS taps or
+    more."""
+    taps = g.kernel[0] * g.kernel[1] >= PHASE_TAPS * g.stride[0] * g.stride[1]
+    return phases_apply(g, L) and (not g.depthwise or taps)
 
 
 def define_tile_knobs(cfg: Any, F: int, Cg: int, out: tuple[int, ...], rules: tuple[int, int, int, int], pad: str,
