@@ -172,6 +172,17 @@ def test_a_strided_conv_of_few_channels_reads_stride_phases_in_whole_vectors(C, 
     assert (knobs["algorithm"], knobs["pad"], knobs["tile_x"])[:len(want)] == want
 
 
+@pytest.mark.parametrize("C, F, H, W, K, groups, want", [
+    (7, 37, 109, 109, 7, 1, (11, 1)),      # 55 rows: two-row tiles would guard a tail row in every tile
+    (7, 37, 111, 109, 7, 1, (11, 2)),      # 56 rows: whole two-row tiles
+    (1024, 1024, 7, 7, 3, 32, (7, 4)),     # deep: 4 rows and a tail of 3 ran faster than 1 row
+])
+def test_a_blocked_conv_of_few_channels_takes_whole_row_tiles(C, F, H, W, K, groups, want):
+    knobs = default("conv2d_grouped", AVX512, N=1, C=C, H=H, W=W, F=F, KH=K, KW=K, stride=2 if C < 16 else 1,
+                    padding=K // 2, dilation=1, groups=groups)
+    assert (knobs["nchwc_reg_n"], knobs["nchwc_oh_bn"]) == want
+
+
 def test_the_register_tile_follows_the_register_count():
     """3/4 of the registers hold accumulators: 12 of AVX2's 16 (6 rows of 2 vectors), 24 of
     AVX-512's 32 (8 rows, the largest candidate)."""

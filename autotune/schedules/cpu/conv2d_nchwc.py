@@ -38,7 +38,14 @@ registers of the target (32 with AVX-512, else 16):
   reg_n      columns per register tile: the largest divisor (>= 4) of OW such that the tile's
              accumulators, oc_bn/L per position, leave a register per weight vector and one for
              the broadcast input: reg_n <= (R - oc_bn/L - 1) / (oc_bn/L); else the largest fitting
-  oh_bn      rows per tile: the most (1, 2, 4) that keep rows x reg_n within that budget
+  oh_bn      rows per tile: the most (1, 2, 4) that keep rows x reg_n within that budget; with
+             fewer than L input channels per group, of those that divide OH: a row tail keeps
+             its guard in every tile of the fused parallel loop, and LLVM then ran the tile's
+             rows as separate loops, each reloading the weights (Zen 5, 2 threads, x onnxruntime,
+             11 columns x 2 rows / 11 x 1, 7x7 stride 2: 7->37 at 109x109 0.68 / 0.85, 9->24 at
+             153x153 0.62 / 0.87, 5->40 at 129x129 0.78 / 0.81; 5x5: 11->40 at 89x89 0.79 /
+             0.87, 7->48 at 129x129 0.86 / 0.86). Deep layers keep their row tails: ResNeXt-50's
+             1024 channels at 7x7 in 32 groups ran 4 rows (a tail of 3) at 1.30, 1 row at 1.12
   ic_bn      of the blocks (powers of two to 64, or C/G) whose weight block ic_bn x KH x KW x oc_bn
              fits in half the L1 data cache: the largest divisor of C/G (no zero tail), unless a
              block over twice as large fits (then that one); none for depthwise. With fewer
@@ -179,7 +186,8 @@ def define_knobs(cfg: Any, g: ConvGeometry, N: int, dtype: str, when: tuple[str,
     budget = _tile_positions(cfg, oc_bn, L)
     columns, rows = _capped(_COLUMNS, OW), _capped(_ROWS, OH)
     reg_n = _pick_columns(OW, budget, columns)
-    oh_bn = max(v for v in rows if v * reg_n <= budget or v == 1)
+    few_channels = _per_group(g)[0] < L          # ic_bn 1: whole row tiles only (oh_bn's rule)
+    oh_bn = max(v for v in rows if (v * reg_n <= budget and (OH % v == 0 or not few_channels)) or v == 1)
     cfg.define_knob("nchwc_oc_bn", first(oc_bn, oc_options), when=when)
     ic_bn = 1
     if not g.depthwise:
