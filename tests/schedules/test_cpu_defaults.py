@@ -172,13 +172,13 @@ def test_a_strided_conv_of_few_channels_reads_stride_phases_in_whole_vectors(C, 
     assert (knobs["algorithm"], knobs["pad"], knobs["tile_x"])[:len(want)] == want
 
 
-@pytest.mark.parametrize("C, F, H, W, K, groups, want", [
-    (7, 37, 109, 109, 7, 1, (11, 1)),      # 55 rows: two-row tiles would guard a tail row in every tile
-    (7, 37, 111, 109, 7, 1, (11, 2)),      # 56 rows: whole two-row tiles
-    (1024, 1024, 7, 7, 3, 32, (7, 4)),     # deep: 4 rows and a tail of 3 ran faster than 1 row
+@pytest.mark.parametrize("C, F, H, W, K, stride, groups, want", [
+    (7, 37, 109, 109, 7, 2, 1, (11, 1)),      # 55 rows: two-row tiles would guard a tail row in every tile
+    (7, 37, 111, 109, 7, 2, 1, (11, 2)),      # 56 rows: whole two-row tiles
+    (1024, 1024, 7, 7, 3, 1, 32, (7, 4)),     # deep: 4 rows and a tail of 3 ran faster than 1 row
 ])
-def test_a_blocked_conv_of_few_channels_takes_whole_row_tiles(C, F, H, W, K, groups, want):
-    knobs = default("conv2d_grouped", AVX512, N=1, C=C, H=H, W=W, F=F, KH=K, KW=K, stride=2 if C < 16 else 1,
+def test_a_blocked_conv_of_few_channels_takes_whole_row_tiles(C, F, H, W, K, stride, groups, want):
+    knobs = default("conv2d_grouped", AVX512, N=1, C=C, H=H, W=W, F=F, KH=K, KW=K, stride=stride,
                     padding=K // 2, dilation=1, groups=groups)
     assert (knobs["nchwc_reg_n"], knobs["nchwc_oh_bn"]) == want
 

@@ -162,10 +162,10 @@ def applies(g: ConvGeometry) -> bool:
 APPLIES = applies
 
 
-def _tile_rules(cfg: Any, g: ConvGeometry, dtype: str) -> tuple[int, int, int, int]:
-    """(tile_f, tile_y, tile_x, tile_rc) by the rules in the module docstring (a depthwise conv
-    takes the stride-1 columns whatever its stride)."""
-    column_stride = 1 if g.depthwise or phases_pay(g, lanes(cfg, dtype)) else g.stride[1]
+def _tile_rules(cfg: Any, g: ConvGeometry, dtype: str, phased: bool) -> tuple[int, int, int, int]:
+    """(tile_f, tile_y, tile_x, tile_rc) by the rules in the module docstring (a depthwise conv,
+    or one read through the stride phases (`phased`), takes the stride-1 columns)."""
+    column_stride = 1 if g.depthwise or phased else g.stride[1]
     return tile_rules(cfg, dtype, g.out, g.kernel, g.out_channels // g.groups, g.in_channels // g.groups,
                       column_stride, g.stride[0])
 
@@ -207,16 +207,17 @@ def tile_rules(cfg: Any, dtype: str, out: tuple[int, ...], kernel: tuple[int, ..
 
 def define_knobs(cfg: Any, g: ConvGeometry, N: int, dtype: str, when: tuple[str, tuple[str, ...]]) -> None:
     """The output tile, channel split, reduction order, kw unroll, padding placement, parallel loop."""
-    rules = _tile_rules(cfg, g, dtype)
+    L = lanes(cfg, dtype)
+    phased = phases_pay(g, L)
+    rules = _tile_rules(cfg, g, dtype, phased)
     whole_columns = g.out[1] % rules[2] == 0
-    pad = "inline" if g.out_channels // g.groups < lanes(cfg, dtype) or whole_columns else "root"
+    pad = "inline" if g.out_channels // g.groups < L or whole_columns else "root"
     window = g.kernel[0] * g.kernel[1] * rules[1] <= MAX_UNROLLED_WINDOW and rules[1] > 1
     tasks = N * -(-g.out_channels // rules[0])
     enough_tasks = tasks >= CHUNKS_PER_CORE * cpu_facts(cfg).cores
     outer = g.depthwise and enough_tasks and (g.stride != (1, 1) or g.kernel[0] >= TALL_WINDOW)
-    L = lanes(cfg, dtype)
     define_tile_knobs(cfg, g.out_channels, g.in_channels // g.groups, g.out, rules,
-                      "phases" if phases_pay(g, L) else pad, when,
+                      "phases" if phased else pad, when,
                       tuple(first(int(window), [0, 1])) if g.depthwise else (0,), "outer" if outer else "fused",
                       PADS + ("phases",) * phases_apply(g, L), _DEPTHWISE_TILE_Y if g.depthwise else _TILE_Y)
 

@@ -186,7 +186,7 @@ def define_knobs(cfg: Any, g: ConvGeometry, N: int, dtype: str, when: tuple[str,
     budget = _tile_positions(cfg, oc_bn, L)
     columns, rows = _capped(_COLUMNS, OW), _capped(_ROWS, OH)
     reg_n = _pick_columns(OW, budget, columns)
-    few_channels = _per_group(g)[0] < L          # ic_bn 1: whole row tiles only (oh_bn's rule)
+    few_channels = _per_group(g)[0] < L          # ic_bn 1, and whole row tiles only (oh_bn's rule)
     oh_bn = max(v for v in rows if (v * reg_n <= budget and (OH % v == 0 or not few_channels)) or v == 1)
     cfg.define_knob("nchwc_oc_bn", first(oc_bn, oc_options), when=when)
     ic_bn = 1
@@ -194,7 +194,7 @@ def define_knobs(cfg: Any, g: ConvGeometry, N: int, dtype: str, when: tuple[str,
         ic_options = _capped(_BLOCKS, _per_group(g)[0])
         if x_block:
             ic_options = [v for v in ic_options if x_block % v == 0]
-        ic_bn = 1 if _per_group(g)[0] < L else _pick_ic(cfg, g, oc_bn, dtype, ic_options)
+        ic_bn = 1 if few_channels else _pick_ic(cfg, g, oc_bn, dtype, ic_options)
         cfg.define_knob("nchwc_ic_bn", first(ic_bn, ic_options), when=when)
     cfg.define_knob("nchwc_reg_n", first(reg_n, columns), when=when)
     cfg.define_knob("nchwc_oh_bn", first(oh_bn, rows), when=when)
