@@ -107,17 +107,18 @@ def test_a_tail_in_every_block_and_tile(knobs):
     np.testing.assert_allclose(run_config(task, index, inputs), task.reference(inputs)[0], rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("C, F, H, groups, want", [
-    (64, 64, 28, 1, ["winograd", "nchwc", "gemm", "nchw"]),   # 3x3 stride 1: 2.4x fewer multiplies
-    (64, 64, 14, 1, ["gemm", "nchwc", "nchw", "winograd"]),   # 16 tiles of 4x4: too few to feed on U
-    (512, 512, 7, 1, ["gemm", "nchwc", "nchw", "winograd"]),  # 1.4x fewer only; weights >> input
-    (32, 64, 14, 4, ["nchwc", "nchw", "gemm"]),        # 16 filters per group: a full channel vector
-    (32, 32, 14, 8, ["nchw", "gemm"]),                 # 4 filters per group: too narrow for nchwc
-    (128, 128, 56, 32, ["nchw", "gemm"]),      # ResNeXt: a GEMM per group, narrower than its tile, last
-    (144, 144, 14, 144, ["nchw"]),             # depthwise: the transposes would cost more than the conv
+@pytest.mark.parametrize("C, F, H, groups, want, K", [
+    (64, 64, 28, 1, ["winograd", "nchwc", "gemm", "nchw"], 3),   # 3x3 stride 1: 2.4x fewer multiplies
+    (64, 64, 14, 1, ["gemm", "nchwc", "nchw", "winograd"], 3),   # 16 tiles of 4x4: too few to feed on U
+    (512, 512, 7, 1, ["gemm", "nchwc", "nchw", "winograd"], 3),  # 1.4x fewer only; weights >> input
+    (32, 64, 14, 4, ["nchwc", "nchw", "gemm"], 3),        # 16 filters per group: a full channel vector
+    (32, 32, 14, 8, ["nchw", "gemm"], 3),                 # 4 filters per group: too narrow for nchwc
+    (128, 128, 56, 32, ["nchw", "gemm"], 3),      # ResNeXt: a GEMM per group, narrower than its tile, last
+    (144, 144, 14, 144, ["nchw", "nchwc"], 3),    # depthwise 3x3: the transposes would cost more than the conv
+    (144, 144, 14, 144, ["nchwc", "nchw"], 7),  # depthwise 7x7: 49 multiply-adds per output pay for them
 ])
-def test_algorithms_offered_and_the_default_first(C, F, H, groups, want):
-    params = dict(N=1, C=C, H=H, W=H, F=F, KH=3, KW=3, stride=1, padding=1, dilation=1, groups=groups)
+def test_algorithms_offered_and_the_default_first(C, F, H, groups, want, K):
+    params = dict(N=1, C=C, H=H, W=H, F=F, KH=K, KW=K, stride=1, padding=K // 2, dilation=1, groups=groups)
     assert offered("conv2d_grouped", params) == want
     assert autotune.create_task("conv2d_grouped", **params).config(0)["algorithm"].val == want[0]
 
@@ -219,6 +220,14 @@ def test_default_rules(target, C, F, OW, KH, want):
 
 
 @pytest.mark.usefixtures("rule_caches")
+def test_a_depthwise_conv_blocks_one_vector_of_channels():
+    """768 channels >= 4 x 16 lanes, yet one vector: a depthwise conv broadcasts no input that a
+    second weight vector would share, where a dense conv of as many filters takes two."""
+    assert first_values(AVX512, 768, 768, 7, 7, groups=768)["nchwc_oc_bn"] == 16
+    assert first_values(AVX512, 768, 768, 7, 7)["nchwc_oc_bn"] == 32
+
+
+@pytest.mark.usefixtures("rule_caches")
 @pytest.mark.parametrize("C, F, OW, KH, want", [
     # 256 x 9 x 32 weights per output block overflow the L1: 7 rows x 14 x 32 accumulators fit its half
     (256, 256, 14, 3, 7),
@@ -299,8 +308,9 @@ def test_a_tall_depthwise_window_avoids_short_tail_tiles(K, H, stride, tile_y):
 def test_a_strided_depthwise_window_takes_several_rows_unrolled(K, H, pad):
     task = autotune.create_task("conv2d_grouped", N=1, C=144, H=H, W=H, F=144, KH=K, KW=K, stride=2, padding=K // 2,
                                 dilation=1, groups=144, target=Target.from_key(AVX512))
-    knobs = task.config(0).to_json()["knobs"]
-    assert (knobs["algorithm"], knobs["tile_y"][-1], knobs["unroll_window"], knobs["pad"]) == ("nchw", 4, 1, pad)
+    knobs = task.config(0).to_json()["knobs"]       # NCHW's knobs, whichever algorithm leads (7x7: "nchwc")
+    assert (knobs["tile_y"][-1], knobs["unroll_window"], knobs["pad"]) == (4, 1, pad)
+    assert knobs["algorithm"] == ("nchwc" if K == 7 else "nchw")
 
 
 @pytest.mark.parametrize("C, K, stride, parallel", [
@@ -313,8 +323,9 @@ def test_a_strided_depthwise_window_takes_several_rows_unrolled(K, H, pad):
 def test_a_tall_depthwise_window_runs_its_row_tiles_serially(C, K, stride, parallel):
     task = autotune.create_task("conv2d_grouped", N=1, C=C, H=56, W=56, F=C, KH=K, KW=K, stride=stride,
                                 padding=K // 2, dilation=1, groups=C, target=Target.from_key(AVX512))
-    knobs = task.config(0).to_json()["knobs"]
-    assert (knobs["algorithm"], knobs["parallel"]) == ("nchw", parallel)
+    knobs = task.config(0).to_json()["knobs"]       # NCHW's knobs, whichever algorithm leads (7x7: "nchwc")
+    assert knobs["parallel"] == parallel
+    assert knobs["algorithm"] == ("nchwc" if K == 7 else "nchw")
 
 
 @pytest.mark.parametrize("op, params, knobs", [

@@ -69,11 +69,23 @@ layer's arithmetic and data volumes:
               0.53 / 1.15, 32 at 14x14 in 8 0.53 / 1.06; with 16 or 32 filters per group, GEMM
               / blocked: 32 -> 64 at 14x14 in 4 0.60 / 0.96, 64 -> 128 at 28x28 in 4 0.48 /
               0.79, 128 -> 256 in 8 0.49 / 0.81)
-  "nchw"      vectorised along the output width; first for depthwise layers with a stride of at
-              most MAX_SHUFFLED_STRIDE (1 to 4; a strided vector load is then one load of the span
-              and a shuffle): 9 multiply-adds per output do not pay for the blocked layout's
-              transposes (MobileNet-V2's 3x3 stride-2 layers, 2 threads: 96 channels at 112x112
-              0.180 ms NCHW's default, 0.329 ms blocked; 144 at 56x56 0.080 / 0.125); and, unless
+  "nchwc"     also first for depthwise layers of BLOCKED_DEPTHWISE_TAPS taps or more (7x7), any
+              stride: per output, the taps at full vectors and two transposes (shuffled blocks,
+              `codegen.llvm_transpose`), against NCHW's taps at the lanes its tiles fill, with
+              masked and unaligned reads (Zen 5, 2 threads, x onnxruntime, NCHW / blocked: stride
+              1, ConvNeXt-T's 96 channels at 56x56 0.74 / 1.07, 192 at 28x28 0.82 / 1.03, 384 at
+              14x14 1.02 / 1.26, 768 at 7x7 0.72 / 1.01; 128 at 19x19 0.63 / 0.99, 160 at 20x20
+              0.59 / 1.05, 256 at 17x17 0.73 / 1.15, 300 at 12x12 0.98 / 1.10, 480 at 6x6 0.73 /
+              1.12, 88 at 34x34 0.81 / 0.89; stride 2: 48 at 97x97 0.90 / 1.09, 96 at 56x56 0.82 /
+              0.97, 64 at 57x57 0.60 / 0.94, but 128 at 28x28 1.04 / 0.95, 120 at 29x29 1.14 /
+              0.92). 5x5 windows were level (stride 1: 240 at 28x28 1.30 / 1.31, 672 at 14x14
+              1.74 / 1.50, 1152 at 7x7 0.93 / 1.09; stride 2: 144 at 56x56 1.07 / 1.06, 240 at
+              28x28 0.94 / 0.87, 72 at 45x45 1.31 / 0.80) and 3x3 ones won by NCHW (stride 1: 144
+              at 56x56 3.63 / 0.92, 576 at 14x14 2.95 / 1.00; stride 2: 96 at 112x112 1.30 /
+              1.03, 576 at 14x14 1.57 / 1.00)
+  "nchw"      vectorised along the output width; first for other depthwise layers with a stride
+              of at most MAX_SHUFFLED_STRIDE (1 to 4; a strided vector load is then one load of the
+              span and a shuffle), as measured above; and, unless
               Winograd went first, for layers of one group and fewer than a vector of input
               channels at stride 1, or with a stride and taps of at most SHORT_STRIDED_KERNEL:
               the blocked layout's channel blocks are then single channels, and its output
@@ -127,6 +139,7 @@ POINTWISE_GEMM_PIXELS = 256
 STRIDED_POINTWISE_TRANSPOSES = 0.02
 SHORT_STRIDED_KERNEL = 3
 STRIDED_FEW_CHANNELS = 0.25
+BLOCKED_DEPTHWISE_TAPS = 49
 
 
 def conv2d_nchw(X: te.Tensor, Wt: te.Tensor, stride: Any, padding: Any, name: str = "Y") -> tuple[te.Tensor, te.Tensor]:
@@ -154,7 +167,9 @@ def algorithm_order(g: ConvGeometry, N: int, vec: int, constant_weights: bool = 
     if "winograd" in names and (winograd.multiply_saving(g, N) < WINOGRAD_SAVING or winograd.few_tiles(g, N, vec)
                                 or winograd.few_channels(g, vec)):
         names.append(names.pop(names.index("winograd")))
-    if ((g.depthwise and max(g.stride) <= MAX_SHUFFLED_STRIDE)
+    if g.depthwise and g.kernel[0] * g.kernel[1] >= BLOCKED_DEPTHWISE_TAPS:
+        names.insert(0, names.pop(names.index("nchwc")))
+    elif ((g.depthwise and max(g.stride) <= MAX_SHUFFLED_STRIDE)
             or (_few_channels(g, vec) and names[0] != "winograd")):
         names.insert(0, names.pop(names.index("nchw")))
     if g.groups > 1 and not g.depthwise:

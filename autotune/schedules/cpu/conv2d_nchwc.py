@@ -14,10 +14,14 @@ arrive blocked (N x C/b x H x W x b: data_vec is then a copy of whole vectors wi
 padding, or X itself when there is none) and the output may leave blocked (`blocked_output`,
 whole vectors per store): ic_bn then divides b, oc_bn is a multiple of it.
 The zero tails keep the inner loops free of branches, so F and C need not be multiples of the
-blocks; with groups, oc_bn divides F/G so that no output block straddles two groups. The repacks
-and the unpack are transposes; their inner blocks are unrolled into scalar accesses at constant
-offsets, which LLVM's SLP vectoriser turns into vector loads, shuffles and stores (a vectorised
-loop would gather one element at a time: measured 2x slower on the 3x3 weight repacks).
+blocks; with groups, oc_bn divides F/G so that no output block straddles two groups. The repack of X
+and the unpack are transposes: a loop over one block's channels (or columns), unrolled, around a
+vector along the other axis, each vector a strided read, which the codegen reads together as
+contiguous rows and shuffles (`codegen.llvm_transpose`; before, LLVM's SLP vectoriser made the
+unrolled scalars into vgatherdps: MobileNet-V2's 96-channel 56x56 depthwise layer's transposes
+alone, 1x1 taps, ran 8.2 GFLOP/s then and 17.0 now, Zen 5, 2 threads). The weight repacks stay
+scalar blocks for SLP (a vectorised loop gathered one element at a time: 2x slower on 3x3
+weights); a model repacks its weights once (`graph.hoist`).
 
 Depthwise convs (groups == C == F) have no channel reduction: channels are blocked by oc_bn
 (data_vec N x C/oc_bn x H' x W' x oc_bn, kernel_vec C/oc_bn x KH x KW x oc_bn) and the tile
@@ -25,15 +29,16 @@ accumulates over kh x kw only.
 
 APPLIES: groups == 1; grouped convs with at least MIN_GROUP_VECTOR filters per group (narrower
 groups would give a channel vector shorter than NCHW's vector along the width); depthwise convs
-with a stride (the tuner's alternative to "nchw", which the dispatcher puts first for them). A
-stride-1 depthwise conv is left to "nchw": with 9 multiply-adds per output the two transposes
-cost more than the conv (MobileNet-V2's 144-channel 56x56 layer, one core: 0.55 ms blocked,
-0.19 ms NCHW's default).
+(the dispatcher puts "nchw" first for their short windows, this for 7x7 ones: `conv2d`).
 
 Default rules (each knob's first value), with L the vector lanes of the dtype and R the vector
 registers of the target (32 with AVX-512, else 16):
-  oc_bn      2L when F/G (depthwise: C) >= 4L (two weight vectors per broadcast input halve the
-             loads per multiply-add), else L; capped by F/G (grouped: the largest divisor of F/G
+  oc_bn      2L when F/G >= 4L (two weight vectors per broadcast input halve the loads per
+             multiply-add), else L; L for depthwise convs, which broadcast nothing (Zen 5, 2
+             threads, x onnxruntime, 2L / L: 96 channels at 56x56 7x7 0.82 / 1.07, 160 at 20x20
+             0.73 / 1.05, 144 at 56x56 3x3 stride 2 0.64 / 1.13, 48 at 97x97 7x7 stride 2 0.48 /
+             1.09; level at 7x7: 768 channels with 7x7 taps 1.02 / 1.01, and 960 with 3x3 1.54 / 1.17,
+             where NCHW's default ran 4.02); capped by F/G (grouped: the largest divisor of F/G
              within that)
   reg_n      columns per register tile: the largest divisor (>= 4) of OW such that the tile's
              accumulators, oc_bn/L per position, leave a register per weight vector and one for
@@ -101,7 +106,6 @@ from ..schedule import Schedule
 from .rules import CHUNKS_PER_CORE, cpu_facts, first, lanes, vector_registers
 
 MIN_GROUP_VECTOR = 8
-TRANSPOSE_COLUMNS = 8       # columns per unrolled transpose block (in the repack of X and the unpack)
 COPY_COLUMNS = 16           # columns per vector of a one-channel repack (a plain padded copy of each row)
 MAX_UNROLLED = 256          # statements per unrolled block of a 1x1 weight transpose (compile time)
 MAX_UNROLLED_FMAS = 256     # vector multiply-adds of an unrolled kernel row (unroll_kw's rule)
@@ -124,9 +128,7 @@ def _blocked_channels(g: ConvGeometry) -> int:
 
 
 def applies(g: ConvGeometry) -> bool:
-    if g.depthwise:
-        return max(g.stride) > 1
-    return g.groups == 1 or _per_group(g)[1] >= MIN_GROUP_VECTOR
+    return g.depthwise or g.groups == 1 or _per_group(g)[1] >= MIN_GROUP_VECTOR
 
 
 APPLIES = applies
@@ -150,7 +152,7 @@ def _oc_options(g: ConvGeometry, out_block: int) -> list[int]:
 
 
 def _pick_oc(g: ConvGeometry, L: int, options: list[int]) -> int:
-    want = 2 * L if _blocked_channels(g) >= 4 * L else L
+    want = 2 * L if _blocked_channels(g) >= 4 * L and not g.depthwise else L
     return max([v for v in options if v <= want] or [min(options)])
 
 
@@ -385,23 +387,24 @@ def blocked_output(conv: te.Tensor, g: ConvGeometry, epilogue: Epilogue | None, 
 
 # ---- schedule -----------------------------------------------------------------------------------
 
-def _schedule_output(s: Schedule, out: te.Tensor, oc_bn: int, rows: int) -> Any:
-    """out's (n, oc block, block of `rows`) loop in parallel; inside it, per row and TRANSPOSE_COLUMNS
-    columns, the oc_bn x columns block read from the local conv block (a transpose, unrolled like
-    the repacks) with the epilogue. Returns the parallel loop, where the conv block goes."""
+def _schedule_output(s: Schedule, out: te.Tensor, oc_bn: int, rows: int, lanes: int) -> Any:
+    """out's (n, oc block, block of `rows`) loop in parallel; inside it, per row and vector of
+    columns, the oc_bn channels unrolled, each a vector read from the local conv block at a stride
+    of oc_bn (together a transposed block, which the codegen reads as rows and shuffles), with the
+    epilogue. Returns the parallel loop, where the conv block goes."""
     n, f, y, x = out.op.axis
     fo, fi = s[out].split(f, oc_bn)
     yo, yi = s[out].split(y, rows)
-    xo, xi = s[out].split(x, TRANSPOSE_COLUMNS)
+    xo, xi = s[out].split(x, lanes)
     s[out].reorder(n, fo, yo, yi, xo, fi, xi)
     block = s[out].fuse(n, fo, yo)
     s[out].parallel(block)
     s[out].unroll(fi)
-    s[out].unroll(xi)
+    s[out].vectorize(xi)
     return block
 
 
-def _schedule_blocked_output(s: Schedule, out: te.Tensor, oc_bn: int, rows: int) -> Any:
+def _schedule_blocked_output(s: Schedule, out: te.Tensor, oc_bn: int, rows: int, lanes: int) -> Any:
     """The blocked output's (n, oc block, block of `rows`) loop in parallel; inside it, whole vectors
     copied from the local conv block with the epilogue. Returns the parallel loop."""
     n, fb, y, x, fj = out.op.axis
@@ -442,10 +445,10 @@ def _schedule_conv(cfg: Any, s: Schedule, conv: te.Tensor, K: te.Tensor, out: te
 
 
 def _schedule_packing(s: Schedule, D: te.Tensor, K: te.Tensor) -> None:
-    """Both repacks at root, in parallel over their outer axes. Each is a transpose: its inner
-    block is unrolled into scalar loads at constant offsets, which LLVM's SLP vectoriser turns into
-    vector loads and shuffles (a vectorised loop would gather one element at a time instead); but
-    X in blocks of one channel is a padded copy of each plane, vectorised along its rows."""
+    """Both repacks at root, in parallel over their outer axes. Each is a transpose: X's as
+    ic_bn columns unrolled around a vector of its channels (a transposed block for the codegen),
+    the weights' as scalars unrolled for SLP (module docstring); but X in blocks of one channel is
+    a padded copy of each plane, vectorised along its rows."""
     if isinstance(D.op, te.ComputeOp):
         n, cb, h, w, ci = D.op.axis
         s[D].parallel(s[D].fuse(n, cb, h))
@@ -454,9 +457,9 @@ def _schedule_packing(s: Schedule, D: te.Tensor, K: te.Tensor) -> None:
         elif ci.extent == 1:
             s[D].vectorize(s[D].split(w, COPY_COLUMNS)[1])
         else:
-            _, wi = s[D].split(w, TRANSPOSE_COLUMNS)
+            _, wi = s[D].split(w, ci.extent)
             s[D].unroll(wi)
-            s[D].unroll(ci)
+            s[D].vectorize(ci)
     *_, fi = K.op.axis
     s[K].unroll(fi)
     if len(K.op.axis) == 4:         # depthwise: C x KH x KW weights, a small transpose
@@ -482,6 +485,6 @@ def build(cfg: Any, X: te.Tensor, Wt: te.Tensor, g: ConvGeometry, epilogue: Epil
     _schedule_packing(s, D, K)
     schedule_output = _schedule_blocked_output if out_block else _schedule_output
     block_rows = 0 if g.depthwise else cfg["nchwc_block_rows"].val
-    block = schedule_output(s, out, oc_bn, block_rows or cfg["nchwc_oh_bn"].val)
+    block = schedule_output(s, out, oc_bn, block_rows or cfg["nchwc_oh_bn"].val, lanes(cfg, out.dtype))
     _schedule_conv(cfg, s, conv, K, out, block, block_rows)
     return s, out

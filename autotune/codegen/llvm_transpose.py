@@ -1,0 +1,161 @@
+"""Transposed blocks in the LLVM codegen. A run of stores whose values read n-lane vectors at one
+constant stride K from consecutive offsets (an unrolled loop over i of loads whose lane j reads
+src[b + i + j*K]) reads a k x n block of src transposed: the repacks and the unpack of the
+blocked conv layout (`schedules.cpu.conv2d_nchwc`). Gathered, every lane is a load and an insert
+of its own (or one vgatherdps per vector). Here the block is read as its n contiguous rows of k
+elements and transposed in registers: log2(N) stages of two-vector shuffles, N the next power of
+two of n and k, N shuffles each."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from llvmlite import ir
+
+from ..ir.functor import structural_equal, written_buffers
+from ..ir.nodes import Buffer, Load, Ramp, Store
+from ..target import MAX_SHUFFLED_STRIDE
+from ..te.expr import Binary, BinOp, Const, Expr
+from ..te.traversal import walk
+from . import llvm_helpers as h
+from .llvm_helpers import I32
+
+
+class _SameVars(dict):
+    """A structural_equal variable map that matches each variable only to itself."""
+
+    def setdefault(self, key: Any, default: Any = None) -> Any:
+        return key
+
+
+def _same(a: Expr | None, b: Expr | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return structural_equal(a, b, _SameVars())
+
+
+def _split_offset(e: Expr) -> tuple[Expr | None, int]:
+    """e as (rest, c) with e == rest + c and c an integer constant (rest None: e is c)."""
+    if isinstance(e, Const):
+        return None, int(e.value)
+    if isinstance(e, Binary) and e.op in (BinOp.ADD, BinOp.SUB) and isinstance(e.b, Const):
+        rest, c = _split_offset(e.a)
+        return rest, c + int(e.b.value) * (1 if e.op is BinOp.ADD else -1)
+    return e, 0
+
+
+@dataclass
+class _Family:
+    """Strided loads of one buffer, stride, lane count and predicate, whose bases differ by
+    constants: `loads` maps each base's constant offset to its load."""
+
+    buffer: Buffer
+    stride: int
+    lanes: int
+    rest: Expr | None
+    predicate: Expr | None
+    loads: dict[int, Load] = field(default_factory=dict)
+
+    def takes(self, load: Load, stride: int, rest: Expr | None) -> bool:
+        return (load.buffer is self.buffer and stride == self.stride and load.lanes == self.lanes
+                and _same(rest, self.rest) and _same(load.predicate, self.predicate))
+
+
+def _strided_loads(stores: Sequence[Store]) -> list[Load]:
+    found: list[Load] = []
+
+    def visit(node: Any) -> None:
+        if (isinstance(node, Load) and node.lanes > 1 and node.dtype != "bool" and isinstance(node.index, Ramp)
+                and isinstance(node.index.stride, Const) and node.index.stride.value > MAX_SHUFFLED_STRIDE):
+            found.append(node)
+
+    for store in stores:
+        walk(store.value, visit)
+    return found
+
+
+def transposed_blocks(stores: Sequence[Store]) -> list[list[Load]]:
+    """The blocks among the loads of `stores`: runs of 2 to N loads at consecutive offsets, in
+    offset order. Loads of a buffer that one of the stores writes are left alone (they would be
+    read before that store)."""
+    written: set[Buffer] = set()
+    for store in stores:
+        written |= written_buffers(store)
+    families: list[_Family] = []
+    for load in _strided_loads(stores):
+        if load.buffer in written:
+            continue
+        ramp = load.index
+        assert isinstance(ramp, Ramp) and isinstance(ramp.stride, Const)
+        stride = int(ramp.stride.value)
+        rest, offset = _split_offset(ramp.base)
+        family = next((f for f in families if f.takes(load, stride, rest)), None)
+        if family is None:
+            family = _Family(load.buffer, stride, load.lanes, rest, load.predicate)
+            families.append(family)
+        family.loads.setdefault(offset, load)
+    runs: list[list[Load]] = []
+    for family in families:
+        size, offsets = _square(family.lanes), sorted(family.loads)
+        run = [offsets[0]]
+        for offset in offsets[1:]:
+            if offset == run[-1] + 1 and len(run) < size:
+                run.append(offset)
+            else:
+                runs.append([family.loads[o] for o in run])
+                run = [offset]
+        runs.append([family.loads[o] for o in run])
+    return [run for run in runs if len(run) > 1]
+
+
+def _square(lanes: int) -> int:
+    return 1 << (lanes - 1).bit_length()
+
+
+def transpose(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
+    """The columns of N rows of N lanes (N a power of two): stage `bit` swaps that bit between
+    row and column index, element (r, c) moving to (r ^ bit, c ^ bit) where the bits differ."""
+    n = len(rows)
+    bit = 1
+    while bit < n:
+        out = list(rows)
+        for r in range(n):
+            if r & bit:
+                continue
+            low = [c if not c & bit else n + (c ^ bit) for c in range(n)]
+            high = [n + c if c & bit else c ^ bit for c in range(n)]
+            out[r] = b.shuffle_vector(rows[r], rows[r | bit], _indices(low))
+            out[r | bit] = b.shuffle_vector(rows[r], rows[r | bit], _indices(high))
+        rows, bit = out, bit * 2
+    return rows
+
+
+def _indices(values: Sequence[int]) -> ir.Constant:
+    return ir.Constant(ir.VectorType(I32, len(values)), [ir.Constant(I32, v) for v in values])
+
+
+def read_block(b: ir.IRBuilder, base: ir.Value, start: ir.Value, stride: int, block: list[Load],
+               elem: ir.Type, predicate: ir.Value | None) -> list[ir.Value]:
+    """The values of `block`'s loads (k loads of n lanes; load i reads base[start + i + j*stride]
+    at lane j, where `predicate` (n lanes, or one) holds; 0 elsewhere), from n row reads."""
+    k, lanes = len(block), block[0].lanes
+    size = _square(max(k, lanes))
+    vty = h.vector_of(elem, size)
+    first_k = [ir.Constant(ir.IntType(1), int(i < k)) for i in range(size)]
+    rows = []
+    for j in range(lanes):
+        on = None
+        if predicate is not None:
+            lane = predicate if h.lanes_of(predicate) == 1 else b.extract_element(predicate, ir.Constant(I32, j))
+            on = b.and_(h.splat(b, lane, size), ir.Constant(ir.VectorType(ir.IntType(1), size), first_k))
+        elif k < size:
+            on = ir.Constant(ir.VectorType(ir.IntType(1), size), first_k)
+        ptr = h.element_ptr(b, base, b.add(start, ir.Constant(start.type, j * stride)), elem)
+        rows.append(h.load_vector(b, ptr, vty, on))
+    rows += [ir.Constant(vty, ir.Undefined)] * (size - lanes)
+    columns = transpose(b, rows)[:k]
+    if size == lanes:
+        return columns
+    first = _indices(range(lanes))
+    return [b.shuffle_vector(c, ir.Constant(vty, ir.Undefined), first) for c in columns]
