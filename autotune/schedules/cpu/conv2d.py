@@ -16,9 +16,14 @@ layer's arithmetic and data volumes:
               threads, weights cold, Winograd against "nchwc": ResNet-18's 256-channel 14x14
               layer, 16 tiles of 4x4, 1.25 / 1.09 ms; 64 channels at 14x14 0.126 / 0.075; 96
               at 20x20, 25 tiles, 0.335 / 0.265; with 49 tiles, 64 at 28x28, 0.193 / 0.256);
-              and when the input channels fill at least a third of a vector
+              and when the input channels fill more than half a vector
               (`conv2d_winograd.few_channels`: its input transform runs along them; Zen 4,
-              2 threads, x onnxruntime: 1 channel 0.18, 3 0.31, 4 0.78, against 6 1.11, 8 1.20)
+              2 threads, x onnxruntime: 1 channel 0.18, 3 0.31, 4 0.78, against 6 1.11, 8 1.20;
+              but NCHW, which leads below, was faster up to 8 channels of 16 lanes: Zen 5,
+              Winograd / NCHW, 6->24 at 64x64 0.53 / 2.15, 8->8 at 56x56 1.19 / 2.52, 8->32 at
+              56x56 0.93 / 1.02, 6->64 and 8->64 at 56x56 level; Winograd from 9: 9->24 at
+              40x40 0.95 / 0.83, 10->32 at 56x56 1.00 / 0.79, 12->12 at 45x45 1.13 / 0.84,
+              13->43 at 67x67 1.21 / 0.59)
   "gemm"      next when the weights outweigh the input (F*C/g*KH*KW > N*C*H*W, deep narrow layers)
               and are not constant: it reads the weights in place, where "nchwc" repacks them
               on every call. A model's weights are constant (`rules.constant_input`): it repacks
@@ -85,30 +90,20 @@ layer's arithmetic and data volumes:
               1.03, 576 at 14x14 1.57 / 1.00)
   "nchw"      vectorised along the output width; first for other depthwise layers with a stride
               of at most MAX_SHUFFLED_STRIDE (1 to 4; a strided vector load is then one load of the
-              span and a shuffle), as measured above; and, unless
-              Winograd went first, for layers of one group and fewer than a vector of input
-              channels at stride 1, or with a stride and taps of at most SHORT_STRIDED_KERNEL:
-              the blocked layout's channel blocks are then single channels, and its output
-              transpose costs what the few multiply-adds per output save (Zen 4, 2 threads, x
-              onnxruntime, blocked / NCHW: MobileNet-V2's stem, 3->32 at 224x224 3x3 stride 2,
-              0.65 / 0.93; 3->64 at
-              112x112 stride 2 0.63 / 0.97; 1->32 at 96x96 stride 2 0.57 / 0.96; 8->32 at 112x112
-              stride 2 0.81 / 0.86; 1->32 at 128x128 0.80 / 2.09; 4->64 at 56x56 0.59 / 0.91;
-              3->64 at 224x224 7x7 0.98 / 1.12; 5->16 at 64x64 5x5 0.83 / 1.11; odd sizes alike:
-              3->32 at 225x225 stride 2 0.65 / 0.64, 4->24 at 99x99 stride 2 0.70 / 0.72, 3->16
-              at 160x160 stride 2 0.70 / 0.66). Larger taps with a stride stay blocked: 5x5 and
-              7x7 stride 2 on 3 channels ran 0.37, 0.68 and 0.89 in NCHW against 0.81, 0.85 and
-              0.89 blocked. With a stride, NCHW now reads its input split by stride phase
-              (`conv2d_nchw`'s pad "phases") and leads only with at most STRIDED_FEW_CHANNELS
-              x the vector's lanes of input channels (4 of 16): on a Zen 5 the blocked kernel won
-              from 5 channels (2 threads, x onnxruntime, blocked / NCHW through the phases: 8->32
-              at 112x112 0.77 / 0.57, 5->48 at 131x131 0.74 / 0.57, 7->25 at 163x163 0.59 / 0.53,
-              13->40 at 97x97 0.69 / 0.49; won by NCHW: 5->32 at 128x128 1.04 / 1.12, 6->32 at
-              112x112 0.74 / 0.80; level at 4 channels: 4->32 at 128x128 1.00 / 0.99, 4->24 at
-              100x100 0.70 / 0.69); up to 3 NCHW won every layer: 3->32 at 224x224 0.68 / 0.89,
-              1->19 at 223x223 0.77 / 1.17, 3->64 at 112x112 0.62 / 0.89, 1->32 at 96x96 0.67 /
-              1.25, 3->16 at 160x160 0.93 / 1.36, 2->16 at 200x200 0.80 / 0.92, 3->24 at 151x151
-              0.76 / 0.97, 2->32 at 75x75 0.63 / 0.72, 3->32 at 225x225 0.62 / 0.59 (level)
+              span and a shuffle), as measured above; and, unless Winograd went first, for
+              layers of one group and fewer than a vector of input channels at stride 1: the
+              blocked layout's channel blocks are then single channels, and its output transpose
+              costs what the few multiply-adds per output save (Zen 5, 2 threads, x onnxruntime,
+              blocked / NCHW: 1->32 at 128x128 1.21 / 3.85, 4->64 at 56x56 0.70 / 0.96, 5->16 at
+              64x64 5x5 1.46 / 1.79, 8->8 at 30x30 1.38 / 2.44). With a stride the blocked kernel
+              leads since its transposes are shuffled blocks (`codegen.llvm_transpose`), even on
+              3x3 taps and one channel, where NCHW reads the input through its stride phases:
+              3->32 at 224x224 1.03 / 0.95, 3->32 at 225x225 0.95 / 0.61, 2->32 at 75x75 0.92 /
+              0.75, 2->16 at 200x200 1.13 / 0.91, 4->32 at 128x128 1.10 / 0.82, 4->24 at 100x100
+              0.75 / 0.69, 1->19 at 223x223 1.33 / 1.14, 1->16 at 128x128 2.17 / 2.02; lost by
+              it: 1->32 at 96x96 0.87 / 1.05, 3->24 at 151x151 0.94 / 0.98, 3->16 at 160x160
+              1.29 / 1.34, 3->64 at 112x112 0.82 / 0.84 (before, gathered transposes made NCHW
+              lead up to 4 channels with 3x3 taps)
 The rules of each algorithm's own knobs are in its module docstring.
 
 "conv2d" keeps its parameters, so its workload keys stay valid; records made before the
@@ -137,8 +132,6 @@ WINOGRAD_SAVING = 2.0
 POINTWISE_GEMM_SHARE = 0.006
 POINTWISE_GEMM_PIXELS = 256
 STRIDED_POINTWISE_TRANSPOSES = 0.02
-SHORT_STRIDED_KERNEL = 3
-STRIDED_FEW_CHANNELS = 0.25
 BLOCKED_DEPTHWISE_TAPS = 49
 
 
@@ -183,15 +176,10 @@ def algorithm_order(g: ConvGeometry, N: int, vec: int, constant_weights: bool = 
 
 
 def _few_channels(g: ConvGeometry, vec: int) -> bool:
-    """A conv of one group and fewer than a vector of input channels at stride 1, or with a
-    stride, taps of at most SHORT_STRIDED_KERNEL and at most STRIDED_FEW_CHANNELS of a vector:
-    the blocked layout's channel blocks are then single channels, and its output transpose costs
-    what the few multiply-adds per output save."""
-    if g.groups != 1:
-        return False
-    if g.stride == (1, 1):
-        return g.in_channels < vec
-    return max(g.kernel) <= SHORT_STRIDED_KERNEL and g.in_channels <= vec * STRIDED_FEW_CHANNELS
+    """A conv of one group and fewer than a vector of input channels at stride 1: the blocked
+    layout's channel blocks are then single channels, and its output transpose costs what the
+    few multiply-adds per output save."""
+    return g.groups == 1 and g.stride == (1, 1) and g.in_channels < vec
 
 
 def _stride1_pointwise(g: ConvGeometry) -> bool:

@@ -60,10 +60,10 @@ def multiply_saving(g: ConvGeometry, N: int) -> float:
 
 
 def few_channels(g: ConvGeometry, vec: int) -> bool:
-    """Whether the input channels fill under a third of a vector (`vec` lanes): the input
+    """Whether the input channels fill at most half a vector (`vec` lanes): the input
     transform and its NHWC copy run along the channels, so most of each vector is idle, and
     the GEMMs reduce over fewer channels than a register tile's loop overhead amortises."""
-    return 3 * g.in_channels < vec
+    return 2 * g.in_channels <= vec
 
 
 def few_tiles(g: ConvGeometry, N: int, vec: int) -> bool:
