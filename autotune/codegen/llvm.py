@@ -38,7 +38,7 @@ from .llvm_abi import NUM_THREADS_SYMBOL, define_heap_table, entry_symbol, statu
 from .llvm_helpers import I32, PTR, VOID
 from .llvm_math import INLINE
 from .llvm_parallel import emit_parallel_for, warn_serial_once
-from .llvm_transpose import read_block, transposed_blocks
+from .llvm_transpose import first_reads, read_block, transposed_blocks
 
 HEAP_THRESHOLD = 64 * 1024      # bytes: bigger "local" buffers go to the heap (thread stacks are small)
 ALIGN = 64
@@ -362,16 +362,18 @@ class LLVMCodegen:
                 i += 1
 
     def _stores(self, run: Sequence[Store]) -> None:
-        """A run of stores, the blocks their loads read transposed (`llvm_transpose`) read first."""
+        """A run of stores; the blocks their loads read transposed (`llvm_transpose`) are read
+        each just before the first store that uses it."""
         blocks = transposed_blocks(run)
-        for block in blocks:
-            first = block[0]
-            ramp = cast(Ramp, first.index)
-            predicate = None if first.predicate is None else self.expr(first.predicate)
-            values = read_block(self.b, self.buffer_ptr(first.buffer), self.index(ramp.base),
-                                int(cast(Const, ramp.stride).value), block, h.memory_type(first.dtype), predicate)
-            self._read.update((id(load), value) for load, value in zip(block, values))
-        for store in run:
+        for store, reads in zip(run, first_reads(run, blocks)):
+            for block in reads:
+                first = block[0]
+                ramp = cast(Ramp, first.index)
+                predicate = None if first.predicate is None else self.expr(first.predicate)
+                values = read_block(self.b, self.buffer_ptr(first.buffer), self.index(ramp.base),
+                                    int(cast(Const, ramp.stride).value), block, h.memory_type(first.dtype),
+                                    predicate)
+                self._read.update((id(load), value) for load, value in zip(block, values))
             self.stmt(store)
         for block in blocks:
             for load in block:

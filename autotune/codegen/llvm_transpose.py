@@ -62,17 +62,15 @@ class _Family:
                 and _same(rest, self.rest) and _same(load.predicate, self.predicate))
 
 
-def _strided_loads(stores: Sequence[Store]) -> list[Load]:
+def _loads(node: Any) -> list[Load]:
     found: list[Load] = []
-
-    def visit(node: Any) -> None:
-        if (isinstance(node, Load) and node.lanes > 1 and node.dtype != "bool" and isinstance(node.index, Ramp)
-                and isinstance(node.index.stride, Const) and node.index.stride.value > MAX_SHUFFLED_STRIDE):
-            found.append(node)
-
-    for store in stores:
-        walk(store.value, visit)
+    walk(node, lambda n: found.append(n) if isinstance(n, Load) else None)
     return found
+
+
+def _strided(load: Load) -> bool:
+    return (load.lanes > 1 and load.dtype != "bool" and isinstance(load.index, Ramp)
+            and isinstance(load.index.stride, Const) and load.index.stride.value > MAX_SHUFFLED_STRIDE)
 
 
 def transposed_blocks(stores: Sequence[Store]) -> list[list[Load]]:
@@ -83,7 +81,7 @@ def transposed_blocks(stores: Sequence[Store]) -> list[list[Load]]:
     for store in stores:
         written |= written_buffers(store)
     families: list[_Family] = []
-    for load in _strided_loads(stores):
+    for load in (load for store in stores for load in _loads(store.value) if _strided(load)):
         if load.buffer in written:
             continue
         ramp = load.index
@@ -107,6 +105,21 @@ def transposed_blocks(stores: Sequence[Store]) -> list[list[Load]]:
                 run = [offset]
         runs.append([family.loads[o] for o in run])
     return [run for run in runs if len(run) > 1]
+
+
+def first_reads(stores: Sequence[Store], blocks: list[list[Load]]) -> list[list[list[Load]]]:
+    """For each store, the blocks to read just before it: those it is the first to use. Read all
+    at once, the blocks of a run (64 vectors for a 32-channel unpack of two column vectors)
+    outnumber the registers and spill."""
+    owner = {id(load): n for n, block in enumerate(blocks) for load in block}
+    read: set[int] = set()
+    before: list[list[list[Load]]] = []
+    for store in stores:
+        found = [owner[id(load)] for load in _loads(store.value) if id(load) in owner]
+        fresh = [n for n in dict.fromkeys(found) if n not in read]
+        read.update(fresh)
+        before.append([blocks[n] for n in fresh])
+    return before
 
 
 def _square(lanes: int) -> int:

@@ -10,7 +10,7 @@ import numpy as np
 from hypothesis import given, settings, strategies as st
 
 from autotune.codegen import build_module
-from autotune.codegen.llvm_transpose import transposed_blocks
+from autotune.codegen.llvm_transpose import first_reads, transposed_blocks
 from autotune.ir.nodes import Broadcast, Buffer, Load, PrimFunc, Ramp, Store, seq
 from autotune.te.expr import CmpOp, Compare, Const, Var
 
@@ -86,3 +86,12 @@ def test_loads_of_different_strides_or_predicates_are_different_blocks():
               + [Store(B, Ramp(c(512 + 16 * i), c(1), 8), Load(A, Ramp(c(i + 4), c(64), 8), keep)) for i in range(4)]
               + [Store(B, Ramp(c(1024 + 16 * i), c(1), 8), Load(A, Ramp(c(i + 8), c(65), 8))) for i in range(4)])
     assert sorted(len(block) for block in transposed_blocks(stores)) == [4, 4, 4]
+
+
+def test_each_block_is_read_just_before_its_first_store():
+    """Read all at once, a run's blocks would outnumber the registers and spill."""
+    A, B = Buffer("A", (4096,), "float32"), Buffer("B", (4096,), "float32")
+    offsets = [0, 1, 2, 3, 16, 17, 18, 19]
+    stores = [Store(B, Ramp(c(16 * n), c(1), 4), Load(A, Ramp(c(o), c(64), 4))) for n, o in enumerate(offsets)]
+    blocks = transposed_blocks(stores)
+    assert [len(reads) for reads in first_reads(stores, blocks)] == [1, 0, 0, 0, 1, 0, 0, 0]

@@ -444,10 +444,11 @@ def _schedule_conv(cfg: Any, s: Schedule, conv: te.Tensor, K: te.Tensor, out: te
     s[conv].vectorize(cf)
 
 
-def _schedule_packing(s: Schedule, D: te.Tensor, K: te.Tensor) -> None:
+def _schedule_packing(s: Schedule, D: te.Tensor, K: te.Tensor, lanes: int) -> None:
     """Both repacks at root, in parallel over their outer axes. Each is a transpose: X's as
-    ic_bn columns unrolled around a vector of its channels (a transposed block for the codegen),
-    the weights' as scalars unrolled for SLP (module docstring); but X in blocks of one channel is
+    columns unrolled around vectors of at most `lanes` channels (transposed blocks for the
+    codegen; a wider vector would be a transpose of vectors several registers long), the
+    weights' as scalars unrolled for SLP (module docstring); but X in blocks of one channel is
     a padded copy of each plane, vectorised along its rows."""
     if isinstance(D.op, te.ComputeOp):
         n, cb, h, w, ci = D.op.axis
@@ -457,9 +458,12 @@ def _schedule_packing(s: Schedule, D: te.Tensor, K: te.Tensor) -> None:
         elif ci.extent == 1:
             s[D].vectorize(s[D].split(w, COPY_COLUMNS)[1])
         else:
-            _, wi = s[D].split(w, ci.extent)
+            vector = min(ci.extent, lanes)
+            _, wi = s[D].split(w, vector)
+            cio, cii = s[D].split(ci, vector)
             s[D].unroll(wi)
-            s[D].vectorize(ci)
+            s[D].unroll(cio)
+            s[D].vectorize(cii)
     *_, fi = K.op.axis
     s[K].unroll(fi)
     if len(K.op.axis) == 4:         # depthwise: C x KH x KW weights, a small transpose
@@ -482,7 +486,7 @@ def build(cfg: Any, X: te.Tensor, Wt: te.Tensor, g: ConvGeometry, epilogue: Epil
     conv = blocked_conv(D, K, g, oc_bn, steps)
     out = blocked_output(conv, g, epilogue, out_block) if out_block else unpack(conv, g, epilogue)
     s = te.create_schedule(out.op)
-    _schedule_packing(s, D, K)
+    _schedule_packing(s, D, K, lanes(cfg, X.dtype))
     schedule_output = _schedule_blocked_output if out_block else _schedule_output
     block_rows = 0 if g.depthwise else cfg["nchwc_block_rows"].val
     block = schedule_output(s, out, oc_bn, block_rows or cfg["nchwc_oh_bn"].val, lanes(cfg, out.dtype))
