@@ -18,8 +18,8 @@ blocks; with groups, oc_bn divides F/G so that no output block straddles two gro
 and the unpack are transposes: a loop over one block's channels (or columns), unrolled, around a
 vector along the other axis, each vector a strided read, which the codegen reads together as
 contiguous rows and shuffles (`codegen.llvm_transpose`; before, LLVM's SLP vectoriser made the
-unrolled scalars into vgatherdps: MobileNet-V2's 96-channel 56x56 depthwise layer's transposes
-alone, 1x1 taps, ran 8.2 GFLOP/s then and 17.0 now, Zen 5, 2 threads). The weight repacks stay
+unrolled scalars into vgatherdps: a 96-channel 56x56 depthwise conv of 1x1 taps, nothing but
+the two transposes, ran 8.2 GFLOP/s then and 17.0 now, Zen 5, 2 threads). The weight repacks stay
 scalar blocks for SLP (a vectorised loop gathered one element at a time: 2x slower on 3x3
 weights); a model repacks its weights once (`graph.hoist`).
 
