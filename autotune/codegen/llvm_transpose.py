@@ -1,6 +1,6 @@
 """Transposed blocks in the LLVM codegen. A run of stores whose values read n-lane vectors at one
 constant stride K from consecutive offsets (an unrolled loop over i of loads whose lane j reads
-src[b + i + j*K]) reads a k x n block of src transposed: the repacks and the unpack of the
+src[b + i + j*K]) reads a k x n block of src transposed: the repack of X and the unpack of the
 blocked conv layout (`schedules.cpu.conv2d_nchwc`). Gathered, every lane is a load and an insert
 of its own (or one vgatherdps per vector). Here the block is read as its n contiguous rows of k
 elements and transposed in registers: log2(N) stages of two-vector shuffles, N the next power of
