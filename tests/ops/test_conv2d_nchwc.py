@@ -200,8 +200,9 @@ AVX2 = "llvm -mcpu=x -features=avx2,fma -cores=2"
     (AVX512, 48, 48, 56, 3, dict(nchwc_oc_bn=16, nchwc_reg_n=28, nchwc_oh_bn=1)),
     # AVX2, 16 registers: oc 16 = two ymm vectors leave (16 - 3) / 2 = 6 positions; 6 does not divide 56, 4 does
     (AVX2, 64, 64, 56, 3, dict(nchwc_oc_bn=16, nchwc_reg_n=4, nchwc_oh_bn=1)),
-    # F capped: 5 filters are one block of 5; fewer input channels than a vector: blocks of 1
-    (AVX512, 3, 5, 9, 3, dict(nchwc_oc_bn=5, nchwc_ic_bn=1)),
+    # F capped: 5 filters are one block of 8, 12 one of 16 (a power of two, its tail zero); fewer input
+    # channels than a vector: blocks of 1
+    (AVX512, 3, 5, 9, 3, dict(nchwc_oc_bn=8, nchwc_ic_bn=1)), (AVX512, 32, 12, 56, 3, dict(nchwc_oc_bn=16)),
     (AVX512, 12, 48, 56, 3, dict(nchwc_ic_bn=1)), (AVX2, 12, 48, 56, 3, dict(nchwc_ic_bn=12)),
     # a 3x3 row of one input channel is 3 x 28 = 84 multiply-adds, but its taps share input columns, and 28
     # accumulators, 2 weight vectors and 14 shared inputs overflow 32 registers: a loop over kw

@@ -38,8 +38,11 @@ registers of the target (32 with AVX-512, else 16):
              threads, x onnxruntime, 2L / L: 96 channels at 56x56 7x7 0.82 / 1.07, 160 at 20x20
              0.73 / 1.05, 144 at 56x56 3x3 stride 2 0.64 / 1.13, 48 at 97x97 7x7 stride 2 0.48 /
              1.09; level at 7x7: 768 channels with 7x7 taps 1.02 / 1.01, and 960 with 3x3 1.54 / 1.17,
-             where NCHW's default ran 4.02); capped by F/G (grouped: the largest divisor of F/G
-             within that)
+             where NCHW's default ran 4.02); capped by F/G rounded up to a power of two, its
+             zero tail computed (grouped: the largest divisor of F/G within that): 12 filters
+             in a 12-lane vector put the accumulators of a row wider than the register file in
+             masked loads and stores (32 -> 12 at 56x56 5x5, x onnxruntime: 12 lanes 0.04, 16
+             lanes 1.42; 12 -> 12 at 45x45 0.04 / 1.42)
   reg_n      columns per register tile: the largest divisor (>= 4) of OW such that the tile's
              accumulators, oc_bn/L per position, leave a register per weight vector and one for
              the broadcast input: reg_n <= (R - oc_bn/L - 1) / (oc_bn/L); else the largest fitting
@@ -148,7 +151,7 @@ def _oc_options(g: ConvGeometry, out_block: int) -> list[int]:
         return [v for v in (out_block, 2 * out_block, 4 * out_block) if v == out_block or v <= Fg]
     if g.groups > 1 and not g.depthwise:
         return [v for v in range(1, min(Fg, _BLOCKS[-1]) + 1) if Fg % v == 0]
-    return _capped(_BLOCKS[2:], Fg)
+    return _capped(_BLOCKS[2:], 1 << (Fg - 1).bit_length())
 
 
 def _pick_oc(g: ConvGeometry, L: int, options: list[int]) -> int:
