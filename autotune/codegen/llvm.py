@@ -38,7 +38,7 @@ from .llvm_abi import NUM_THREADS_SYMBOL, define_heap_table, entry_symbol, statu
 from .llvm_helpers import I32, PTR, VOID
 from .llvm_math import INLINE
 from .llvm_parallel import emit_parallel_for, warn_serial_once
-from .llvm_transpose import first_reads, read_block, transposed_blocks
+from .llvm_transpose import emit_store_run
 
 HEAP_THRESHOLD = 64 * 1024      # bytes: bigger "local" buffers go to the heap (thread stacks are small)
 ALIGN = 64
@@ -95,7 +95,7 @@ class LLVMCodegen:
         self._outlined = 0
         self._status: ir.Value | None = None
         self._heap_table: list[tuple[str, int]] = []    # (buffer, bytes); error code = index + 1
-        self._read: dict[int, ir.Value] = {}     # id of a Load -> its value, read by a transposed block
+        self.read: dict[int, ir.Value] = {}     # id of a Load -> its value, read by a transposed block
         self.num_threads = ir.GlobalVariable(self.module, I32, NUM_THREADS_SYMBOL)
         self.num_threads.initializer = ir.Constant(I32, 0)
 
@@ -299,8 +299,8 @@ class LLVMCodegen:
         return h.splat(self.b, self.expr(predicate), lanes)
 
     def _load(self, e: Load) -> ir.Value:
-        if id(e) in self._read:
-            return self._read[id(e)]
+        if id(e) in self.read:
+            return self.read[id(e)]
         base, elem, b = self.buffer_ptr(e.buffer), h.memory_type(e.dtype), self.b
         mask = self._mask(e.predicate, e.lanes)
         if isinstance(e.index, Broadcast):     # one element, every lane
@@ -355,29 +355,11 @@ class LLVMCodegen:
             while end < len(stmts) and isinstance(stmts[end], Store):
                 end += 1
             if end - i > 1:
-                self._stores(cast(Sequence[Store], stmts[i:end]))
+                emit_store_run(self, cast(Sequence[Store], stmts[i:end]))
                 i = end
             else:
                 self.stmt(stmts[i])
                 i += 1
-
-    def _stores(self, run: Sequence[Store]) -> None:
-        """A run of stores; the blocks their loads read transposed (`llvm_transpose`) are read
-        each just before the first store that uses it."""
-        blocks = transposed_blocks(run)
-        for store, reads in zip(run, first_reads(run, blocks)):
-            for block in reads:
-                first = block[0]
-                ramp = cast(Ramp, first.index)
-                predicate = None if first.predicate is None else self.expr(first.predicate)
-                values = read_block(self.b, self.buffer_ptr(first.buffer), self.index(ramp.base),
-                                    int(cast(Const, ramp.stride).value), block, h.memory_type(first.dtype),
-                                    predicate)
-                self._read.update((id(load), value) for load, value in zip(block, values))
-            self.stmt(store)
-        for block in blocks:
-            for load in block:
-                del self._read[id(load)]
 
     def _store(self, s: Store) -> None:
         base, elem, b = self.buffer_ptr(s.buffer), h.memory_type(s.buffer.dtype), self.b

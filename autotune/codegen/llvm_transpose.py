@@ -9,17 +9,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from llvmlite import ir
 
 from ..ir.functor import structural_equal, written_buffers
 from ..ir.nodes import Buffer, Load, Ramp, Store
+from ..ir.passes.simplify import linear
 from ..target import MAX_SHUFFLED_STRIDE
-from ..te.expr import Binary, BinOp, Const, Expr
+from ..te.expr import Const, Expr
 from ..te.traversal import walk
 from . import llvm_helpers as h
 from .llvm_helpers import I32
+
+if TYPE_CHECKING:
+    from .llvm import LLVMCodegen
 
 
 class _SameVars(dict):
@@ -35,14 +39,11 @@ def _same(a: Expr | None, b: Expr | None) -> bool:
     return structural_equal(a, b, _SameVars())
 
 
-def _split_offset(e: Expr) -> tuple[Expr | None, int]:
-    """e as (rest, c) with e == rest + c and c an integer constant (rest None: e is c)."""
-    if isinstance(e, Const):
-        return None, int(e.value)
-    if isinstance(e, Binary) and e.op in (BinOp.ADD, BinOp.SUB) and isinstance(e.b, Const):
-        rest, c = _split_offset(e.a)
-        return rest, c + int(e.b.value) * (1 if e.op is BinOp.ADD else -1)
-    return e, 0
+def _split_offset(e: Expr) -> tuple[frozenset, int]:
+    """e as (its non-constant terms, as a comparable key; its constant), by the simplifier's
+    linear form: bases that differ by a constant have equal keys."""
+    terms, c0 = linear(e)
+    return frozenset((key, coeff) for key, (_, coeff) in terms.items()), int(c0)
 
 
 @dataclass
@@ -53,13 +54,13 @@ class _Family:
     buffer: Buffer
     stride: int
     lanes: int
-    rest: Expr | None
+    rest: frozenset
     predicate: Expr | None
     loads: dict[int, Load] = field(default_factory=dict)
 
-    def takes(self, load: Load, stride: int, rest: Expr | None) -> bool:
+    def takes(self, load: Load, stride: int, rest: frozenset) -> bool:
         return (load.buffer is self.buffer and stride == self.stride and load.lanes == self.lanes
-                and _same(rest, self.rest) and _same(load.predicate, self.predicate))
+                and rest == self.rest and _same(load.predicate, self.predicate))
 
 
 def _loads(node: Any) -> list[Load]:
@@ -155,15 +156,14 @@ def read_block(b: ir.IRBuilder, base: ir.Value, start: ir.Value, stride: int, bl
     k, lanes = len(block), block[0].lanes
     size = _square(max(k, lanes))
     vty = h.vector_of(elem, size)
-    first_k = [ir.Constant(ir.IntType(1), int(i < k)) for i in range(size)]
+    first_k = ir.Constant(ir.VectorType(ir.IntType(1), size), [ir.Constant(ir.IntType(1), int(i < k))
+                                                                for i in range(size)])
     rows = []
     for j in range(lanes):
-        on = None
+        on = first_k if k < size else None
         if predicate is not None:
             lane = predicate if h.lanes_of(predicate) == 1 else b.extract_element(predicate, ir.Constant(I32, j))
-            on = b.and_(h.splat(b, lane, size), ir.Constant(ir.VectorType(ir.IntType(1), size), first_k))
-        elif k < size:
-            on = ir.Constant(ir.VectorType(ir.IntType(1), size), first_k)
+            on = b.and_(h.splat(b, lane, size), first_k)
         ptr = h.element_ptr(b, base, b.add(start, ir.Constant(start.type, j * stride)), elem)
         rows.append(h.load_vector(b, ptr, vty, on))
     rows += [ir.Constant(vty, ir.Undefined)] * (size - lanes)
@@ -172,3 +172,21 @@ def read_block(b: ir.IRBuilder, base: ir.Value, start: ir.Value, stride: int, bl
         return columns
     first = _indices(range(lanes))
     return [b.shuffle_vector(c, ir.Constant(vty, ir.Undefined), first) for c in columns]
+
+
+def emit_store_run(cg: LLVMCodegen, run: Sequence[Store]) -> None:
+    """A run of stores; each transposed block their loads read is read just before the first
+    store that uses it, its values left in `cg.read` for the codegen's loads."""
+    blocks = transposed_blocks(run)
+    for store, reads in zip(run, first_reads(run, blocks)):
+        for block in reads:
+            first = block[0]
+            ramp = cast(Ramp, first.index)
+            predicate = None if first.predicate is None else cg.expr(first.predicate)
+            values = read_block(cg.b, cg.buffer_ptr(first.buffer), cg.index(ramp.base),
+                                int(cast(Const, ramp.stride).value), block, h.memory_type(first.dtype), predicate)
+            cg.read.update((id(load), value) for load, value in zip(block, values))
+        cg.stmt(store)
+    for block in blocks:
+        for load in block:
+            del cg.read[id(load)]
