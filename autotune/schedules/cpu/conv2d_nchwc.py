@@ -390,15 +390,15 @@ def blocked_output(conv: te.Tensor, g: ConvGeometry, epilogue: Epilogue | None, 
 
 # ---- schedule -----------------------------------------------------------------------------------
 
-def _schedule_output(s: Schedule, out: te.Tensor, oc_bn: int, rows: int, lanes: int) -> Any:
-    """out's (n, oc block, block of `rows`) loop in parallel; inside it, per row and vector of
-    columns, the oc_bn channels unrolled, each a vector read from the local conv block at a stride
-    of oc_bn (together a transposed block, which the codegen reads as rows and shuffles), with the
-    epilogue. Returns the parallel loop, where the conv block goes."""
+def _schedule_output(s: Schedule, out: te.Tensor, oc_bn: int, rows: int, vector: int) -> Any:
+    """out's (n, oc block, block of `rows`) loop in parallel; inside it, per row and `vector`
+    columns, the oc_bn channels unrolled, each a vector read from the local conv block at a
+    stride of oc_bn (together a transposed block, which the codegen reads as rows and shuffles),
+    with the epilogue. Returns the parallel loop, where the conv block goes."""
     n, f, y, x = out.op.axis
     fo, fi = s[out].split(f, oc_bn)
     yo, yi = s[out].split(y, rows)
-    xo, xi = s[out].split(x, lanes)
+    xo, xi = s[out].split(x, vector)
     s[out].reorder(n, fo, yo, yi, xo, fi, xi)
     block = s[out].fuse(n, fo, yo)
     s[out].parallel(block)
@@ -407,9 +407,10 @@ def _schedule_output(s: Schedule, out: te.Tensor, oc_bn: int, rows: int, lanes: 
     return block
 
 
-def _schedule_blocked_output(s: Schedule, out: te.Tensor, oc_bn: int, rows: int, lanes: int) -> Any:
+def _schedule_blocked_output(s: Schedule, out: te.Tensor, oc_bn: int, rows: int, vector: int) -> Any:
     """The blocked output's (n, oc block, block of `rows`) loop in parallel; inside it, whole vectors
-    copied from the local conv block with the epilogue. Returns the parallel loop."""
+    copied from the local conv block with the epilogue (the output's blocks are the vectors,
+    whatever `vector`). Returns the parallel loop."""
     n, fb, y, x, fj = out.op.axis
     fbo, fbi = s[out].split(fb, oc_bn // fj.extent)
     yo, yi = s[out].split(y, rows)
@@ -447,9 +448,9 @@ def _schedule_conv(cfg: Any, s: Schedule, conv: te.Tensor, K: te.Tensor, out: te
     s[conv].vectorize(cf)
 
 
-def _schedule_packing(s: Schedule, D: te.Tensor, K: te.Tensor, lanes: int) -> None:
+def _schedule_packing(s: Schedule, D: te.Tensor, K: te.Tensor, vector: int) -> None:
     """Both repacks at root, in parallel over their outer axes. Each is a transpose: X's as
-    columns unrolled around vectors of at most `lanes` channels (transposed blocks for the
+    columns unrolled around vectors of at most `vector` channels (transposed blocks for the
     codegen; a wider vector would be a transpose of vectors several registers long), the
     weights' as scalars unrolled for SLP (module docstring); but X in blocks of one channel is
     a padded copy of each plane, vectorised along its rows."""
@@ -461,9 +462,9 @@ def _schedule_packing(s: Schedule, D: te.Tensor, K: te.Tensor, lanes: int) -> No
         elif ci.extent == 1:
             s[D].vectorize(s[D].split(w, COPY_COLUMNS)[1])
         else:
-            vector = min(ci.extent, lanes)
-            _, wi = s[D].split(w, vector)
-            cio, cii = s[D].split(ci, vector)
+            width = min(ci.extent, vector)
+            _, wi = s[D].split(w, width)
+            cio, cii = s[D].split(ci, width)
             s[D].unroll(wi)
             s[D].unroll(cio)
             s[D].vectorize(cii)
