@@ -58,13 +58,14 @@ def test_packed_weight_errors_name_what_is_wrong():
 
 @pytest.mark.parametrize("key, N, panel", [
     ("llvm -mcpu=x -features=avx2,avx512f,fma -cores=2", 1024, 32),   # no padding: two vectors
-    ("llvm -mcpu=x -features=avx2,avx512f,fma -cores=2", 197, 16),    # 27 padded columns against 11
-    ("llvm -mcpu=x -features=avx2,avx512f,fma -cores=2", 220, 32),    # 4 against 4: two vectors
-    ("llvm -mcpu=x -features=avx2,avx512f,fma -cores=2", 49, 32),     # 15 against 15
-    ("llvm -mcpu=x -features=avx2,fma -cores=2", 197, 8),             # AVX2: 16 lanes two vectors, 8 one
-    ("llvm -mcpu=x -features=avx2,fma -cores=2", 208, 16),
+    ("llvm -mcpu=x -features=avx2,avx512f,fma -cores=2", 197, 32),    # 27 padded columns, not 11: still two
+    ("llvm -mcpu=x -features=avx2,avx512f,fma -cores=2", 17, 32),     # one column past one vector
+    ("llvm -mcpu=x -features=avx2,avx512f,fma -cores=2", 16, 16),     # one vector holds them all
+    ("llvm -mcpu=x -features=avx2,avx512f,fma -cores=2", 5, 16),
+    ("llvm -mcpu=x -features=avx2,fma -cores=2", 197, 16),            # AVX2: 16 lanes two vectors
+    ("llvm -mcpu=x -features=avx2,fma -cores=2", 8, 8),
 ])
-def test_default_panel_is_two_vectors_unless_one_pads_less(key, N, panel):
+def test_default_panel_is_two_vectors_unless_one_holds_every_column(key, N, panel):
     from autotune.schedules.cpu.panels import default_panel
     from autotune.target import Target
 

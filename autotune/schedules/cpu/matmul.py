@@ -114,10 +114,14 @@ def define_matmul_knobs(cfg, M: int, N: int, K: int, dtype: str, transposed: boo
     bn, rows, unroll = register_tile(cfg, dtype, M, (panel,) if panel else COLUMNS, ROWS, UNROLL_K)
     blocks = largest_fitting(BLOCKS, lambda m: m * rows * K * dtype_info(dtype).bytes <= cpu_facts(cfg).l2_bytes // 2
                              and m * rows <= M and enough_chunks(cfg, -(-M // (m * rows)) * -(-N // bn)))
+    packs = bool(panel) or transposed or width <= M
     if panel is None:
-        cfg.define_knob("pack_b", first(int(transposed or width <= M), [0, 1]))
+        cfg.define_knob("pack_b", first(int(packs), [0, 1]))
     columns = [panel] if panel else ascending_first(bn, COLUMNS)
-    cfg.define_split("tile_x", N, 2, policy="candidate", candidate=[[-1, v] for v in columns])
+    # packed, C spans whole panels: the rule's tile stays whole past N (shrunk to N, its vectors
+    # were partial: 1001 x 20 x 1013 dense 0.23x onnxruntime); unpacked, C ends at N
+    cfg.define_split("tile_x", max(N, bn) if packs else N, 2, policy="candidate",
+                     candidate=[[-1, v] for v in columns])
     tiles = first([blocks, rows], [[m, r] for r in ROWS for m in BLOCKS])
     cfg.define_split("tile_y", M, 3, policy="candidate", candidate=[[-1, *t] for t in tiles])
     cfg.define_split("tile_k", K, 2, policy="candidate", candidate=[[-1, f] for f in ascending_first(unroll, UNROLL_K)])

@@ -29,17 +29,16 @@ def check_panel(op: str, panel: int) -> None:
 
 def default_panel(target: Target, dtype: str, N: int) -> int:
     """The rule's panel for N columns: two vectors of the target (the matmul template's default
-    tile_x), or one where that pads the last panel with fewer zero columns. Every padded column
-    costs a full column of multiply-adds (Zen 4, 2 threads, bound calls, one vector / two:
-    N=197 1.09x, N=100 1.14x, N=300 1.04x, N=521 1.05x; N=768, 1024 and 3072, no padding
-    either way, 0.98-1.02x)."""
+    tile_x), one only where one vector holds every column. A register tile of one vector loads
+    (rows + 1) operands per `rows` multiply-adds, two vectors (rows + 2) per 2 x rows: a core
+    that issues two vector multiply-adds a cycle (Zen 5, AVX-512 Xeons, AVX2 cores) waits on
+    its loads with one vector, and that costs more than the zero columns two vectors pad (Zen 5,
+    2 threads, dense at M, K ~ 1000, one vector / two: N=72 0.85x, 100 0.86x, 197 0.80-0.91x,
+    300 0.75-0.87x, 521 0.78x, 877 0.79x, 937 0.75-0.86x; N=40 and 50 level). Zen 4, which issues one 512-bit
+    multiply-add a cycle, had gained 1.04-1.14x with one vector where it padded less (N=100 to
+    521)."""
     lanes = target.cpu.lanes(dtype_info(dtype).bytes)
-    one, two = closest(lanes, PANEL_WIDTHS), two_vectors(lanes, PANEL_WIDTHS)
-    return one if _padding(N, one) < _padding(N, two) else two
-
-
-def _padding(N: int, panel: int) -> int:
-    return panel_count(N, panel) * panel - N
+    return closest(lanes, PANEL_WIDTHS) if lanes >= N else two_vectors(lanes, PANEL_WIDTHS)
 
 
 def pack_panels(weight: np.ndarray, panel: int, transposed: bool = False) -> np.ndarray:
