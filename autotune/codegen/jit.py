@@ -53,6 +53,12 @@ def host_cpu() -> HostCPU:
     return HostCPU(llvm.get_host_cpu_name(), flat, enabled)
 
 
+def scales_vectors() -> bool:
+    """Whether this CPU multiplies a vector by powers of two in one instruction, with IEEE
+    overflow and subnormals (AVX-512's scalef): `codegen.llvm_math`'s exp then uses it."""
+    return bool(host_cpu().features.get("avx512f"))
+
+
 def masked_vectors() -> bool:
     """Whether this CPU masks vector loads and stores at no cost (AVX-512's mask registers, at
     every width): `codegen.llvm` then makes a tail of an odd lane count one masked access."""

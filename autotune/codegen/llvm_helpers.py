@@ -75,6 +75,11 @@ def splat(builder: ir.IRBuilder, value: ir.Value, lanes: int) -> ir.Value:
     return builder.shuffle_vector(one, ir.Constant(vty, ir.Undefined), mask)
 
 
+def shuffle_indices(values: Sequence[int]) -> ir.Constant:
+    """The lane indices of a shufflevector."""
+    return ir.Constant(ir.VectorType(I32, len(values)), [ir.Constant(I32, v) for v in values])
+
+
 def type_suffix(ty: ir.Type) -> str:
     """The overload suffix LLVM intrinsic names use: f32, f64, v8f32, i32, v4i1, p0."""
     if isinstance(ty, ir.VectorType):

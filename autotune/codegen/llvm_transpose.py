@@ -139,14 +139,10 @@ def transpose(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
                 continue
             low = [c if not c & bit else n + (c ^ bit) for c in range(n)]
             high = [n + c if c & bit else c ^ bit for c in range(n)]
-            out[r] = b.shuffle_vector(rows[r], rows[r | bit], _indices(low))
-            out[r | bit] = b.shuffle_vector(rows[r], rows[r | bit], _indices(high))
+            out[r] = b.shuffle_vector(rows[r], rows[r | bit], h.shuffle_indices(low))
+            out[r | bit] = b.shuffle_vector(rows[r], rows[r | bit], h.shuffle_indices(high))
         rows, bit = out, bit * 2
     return rows
-
-
-def _indices(values: Sequence[int]) -> ir.Constant:
-    return ir.Constant(ir.VectorType(I32, len(values)), [ir.Constant(I32, v) for v in values])
 
 
 def read_block(b: ir.IRBuilder, base: ir.Value, start: ir.Value, stride: int, block: list[Load],
@@ -170,7 +166,7 @@ def read_block(b: ir.IRBuilder, base: ir.Value, start: ir.Value, stride: int, bl
     columns = transpose(b, rows)[:k]
     if size == lanes:
         return columns
-    first = _indices(range(lanes))
+    first = h.shuffle_indices(range(lanes))
     return [b.shuffle_vector(c, ir.Constant(vty, ir.Undefined), first) for c in columns]
 
 

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from autotune.codegen import build_module
+from autotune.codegen import build_module, llvm_math
 from autotune.ir.nodes import Allocate, Buffer, IfThenElse, Load, PrimFunc, Ramp, Store, seq
 from autotune.te.expr import Binary, BinOp, Call, CmpOp, Compare, Var
 
@@ -91,8 +91,19 @@ def _map(fn, x, lanes):
     return out, f
 
 
-@pytest.mark.parametrize("lanes", [1, 8])
-def test_exp_float32_accuracy_overflow_underflow_nan(lanes):
+@pytest.fixture(params=["scalef", "two-part"])
+def scaling(request, monkeypatch):
+    """Both ways exp applies 2^n to a vector: AVX-512's scalef where the CPU has it, and the
+    two-part scaling of other CPUs (forced here on any CPU)."""
+    if request.param == "scalef" and not llvm_math.scales_vectors():
+        pytest.skip("this CPU has no AVX-512 scalef")
+    if request.param == "two-part":
+        monkeypatch.setattr(llvm_math, "scales_vectors", lambda: False)
+    return request.param
+
+
+@pytest.mark.parametrize("lanes", [1, 8, 37])
+def test_exp_float32_accuracy_overflow_underflow_nan(lanes, scaling):
     edges = np.float32(88.72284) + np.arange(-40, 40, dtype=np.float32) * np.spacing(np.float32(88.7))
     x = np.concatenate([np.linspace(-100, 100, 200_001, dtype=np.float32), edges,
                         np.linspace(-104.5, -102.5, 2001, dtype=np.float32)])
@@ -111,9 +122,10 @@ def test_exp_float32_accuracy_overflow_underflow_nan(lanes):
     np.testing.assert_array_equal(out[:len(special)], [np.inf, 0, np.nan, 1, 1, np.inf, 0])
 
 
-def test_exp_float64_accuracy_overflow_underflow_nan():
+@pytest.mark.parametrize("lanes", [1, 4, 11])
+def test_exp_float64_accuracy_overflow_underflow_nan(lanes, scaling):
     x = np.concatenate([np.linspace(-746, 710, 200_001), np.linspace(-1, 1, 2001)])
-    got, _ = _map("exp", x, 4)
+    got, _ = _map("exp", x, lanes)
     got = got[:len(x)]
     with np.errstate(over="ignore"):
         ref = np.exp(x)
@@ -122,7 +134,7 @@ def test_exp_float64_accuracy_overflow_underflow_nan():
     assert np.max(np.abs(got[~normal & (ref < 1)] - ref[~normal & (ref < 1)])) <= 2.0 ** -1074
     assert np.isinf(got[np.isinf(ref)]).all()
     special = np.array([np.inf, -np.inf, np.nan, 0.0, 1e300, -1e300])
-    out, _ = _map("exp", special, 2)
+    out, _ = _map("exp", special, lanes)
     np.testing.assert_array_equal(out[:len(special)], [np.inf, 0, np.nan, 1, np.inf, 0])
 
 
