@@ -118,6 +118,21 @@ def test_template_main_bodies_are_guard_free_vector_code(op, params, acted):
         assert_clean(finish(body))
 
 
+def test_a_padded_pools_row_guards_leave_its_load_predicates_too():
+    """An average pool's window sum reads the padded input through te.if_then_else, whose loads
+    carry the condition as their predicate. The interior rows' version must drop the row bounds
+    from those predicates as from the selects: masked loads ran the pool 4x slower. The column
+    bounds are per lane of the vector loop and stay."""
+    task = create_task("avg_pool2d", shape=(1, 5, 28, 28), kernel=3, stride=1, padding=1)
+    s, args = task.instantiate(0)
+    mains = main_bodies(split_loops(built(s, args)))
+    assert mains
+    for body in mains:
+        done = finish(body)
+        preds = [n.predicate for n in nodes(done, Load) if n.predicate is not None]
+        assert not any(v.name == "ry" for p in preds for v in nodes(p, Var)), done
+
+
 def tiled_matmul(M, N, K, parallel=True, cache=True):
     """A 2-D tiled matmul with every split leaving a tail, the reduction split twice, the tile
     accumulated in a local buffer computed at the (fused, parallel) tile loop."""

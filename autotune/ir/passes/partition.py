@@ -16,9 +16,11 @@ everywhere below; where it holds, the guard is replaced by true and the simplifi
   or unrolled loop inside L are versioned: one right under its vector loop is tested once per
   vector by vectorize already (a row tail inside a fused loop stays that way).
 
-Which guards: tail guards (an IfThenElse without else) and select conditions (te.if_then_else:
-padding, packing) that sit inside or around a vectorized or unrolled loop below L, where they cost
-per element; a guard on scalar code costs a predictable branch and is left to LLVM. That includes
+Which guards: tail guards (an IfThenElse without else), select conditions (te.if_then_else:
+padding, packing) and the predicates of loads (a load under te.if_then_else carries its condition
+too: left there, a 3x3 average pool's masked row loads ran 4x slower than the pool's max) that sit
+inside or around a vectorized or unrolled loop below L, where they cost per element; a guard on
+scalar code costs a predictable branch and is left to LLVM. That includes
 a bound on L's variable alone (the row padding of a repack whose rows are the parallel loop): per
 element of its unrolled columns it made every load a predicated one (ResNet-50's 128-channel
 3x3 stride-2 layer, blocked: the repack took 19% of the kernel's time, with no padding 7%).
@@ -38,7 +40,7 @@ from ...te.expr import And, Binary, BinOp, CmpOp, Compare, Const, Expr, Select, 
 from ...te.traversal import substitute, transform, walk
 from ..bounds import const_bound, direction, symbolic_bound
 from ..functor import free_vars, structural_equal, uses_var
-from ..nodes import Allocate, For, ForKind, IfThenElse, Let, Seq, Stmt, Store, seq
+from ..nodes import Allocate, For, ForKind, IfThenElse, Let, Load, Seq, Stmt, Store, seq
 from .simplify import Ranges, simplify, simplify_expr
 
 MAX_COPIES = 4   # loop-body copies one root nest may gain: 4 covers a 2-D tile tail plus a reduction tail
@@ -209,7 +211,8 @@ def _guards(loop: For, r: Ranges) -> list[_Guard]:
             if s.else_case is not None:
                 visit(s.else_case, hot, deep)
         elif type(s) is Store:
-            walk(s.value, lambda e: consider(e.cond, hot, deep) if type(e) is Select else None)
+            walk(s.value, lambda e: consider(e.cond, hot, deep) if type(e) is Select
+                 else consider(e.predicate, hot, deep) if type(e) is Load and e.predicate is not None else None)
         elif type(s) is Let:
             lets.add(s.var)
             visit(s.body, hot, deep)
