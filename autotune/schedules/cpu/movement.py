@@ -45,8 +45,11 @@ def _transpose_reference(x: np.ndarray, axes: Any, **_: Any) -> np.ndarray:
 def schedule_transpose(cfg: Any, s: te.Schedule, y: te.Tensor, perm: tuple[int, ...]) -> None:
     """Tiles of `tile` x `tile` elements: the output axis that reads x's innermost axis and the
     output's innermost axis are split and their tile loops put outside, so every cache line of
-    x read by a tile is used whole; the innermost loop is vectorized (strided reads of x),
-    the tile loops fused and parallel. tile 0: untiled, rows in parallel.
+    x read by a tile is used whole; the innermost loop is vectorized (strided reads of x) and
+    the tile's rows unrolled around it, so that the codegen reads the tile as one transposed
+    block, rows and shuffles, not gathers (1001 x 999: 0.43 -> 1.08x onnxruntime; 64 channels
+    of 57 x 57 to NHWC: 0.59 -> 1.77x); the tile loops fused and parallel. tile 0: untiled, rows
+    in parallel.
     Default: tile = the lanes (each tile row one vector), the largest tile that fits both axes
     when they are shorter, 0 when none does; threads by `rules.worth_threads` on the size."""
     st = s[y]
@@ -61,6 +64,7 @@ def schedule_transpose(cfg: Any, s: te.Schedule, y: te.Tensor, perm: tuple[int, 
         jo, ji = st.split(axes[-1], tile)
         others = [v for k, v in enumerate(axes[:-1]) if k != a]
         st.reorder(*others, ao, jo, ai, ji)
+        st.unroll(ai)
         outer = st.fuse(*others, ao, jo)
     else:
         jo, ji = st.split(axes[-1], 16)
