@@ -68,12 +68,14 @@ def masked_vectors() -> bool:
 
 @functools.cache
 def host() -> _Host:
-    """The host description, made once (initializes LLVM's native target and loads libgomp)."""
+    """The host description, made once (initializes LLVM's native target, keeps the C heap's large
+    blocks mapped and loads libgomp)."""
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     cpu, triple = host_cpu(), llvm.get_process_triple()
     machine = llvm.Target.from_triple(triple).create_target_machine(
         cpu=cpu.name, features=cpu.flat_features, opt=3, codemodel="jitdefault", jit=True)
+    _keep_heap_mapped()
     return _Host(machine, triple, cpu.name, cpu.flat_features, _load_openmp())
 
 
@@ -85,6 +87,27 @@ def host() -> _Host:
 # onnxruntime 40. Idle, a spin still has to cover the gap between two kernels of a model: 3000
 # and 10000 ran as fast as the default (12.0 ms), 1000 was 5% slower.
 GOMP_SPINCOUNT = "3000"
+
+
+# glibc maps an allocation over its mmap threshold (128 KiB at first) afresh and unmaps it on free,
+# and trims the heap's free top back to the OS past 128 KiB: a kernel whose local buffers go to
+# the heap (over llvm.HEAP_THRESHOLD) then page-faults through them on every call. The threshold
+# rises by itself only once such a block has been freed, so the same kernel ran fast or slow by
+# what the process had done before: Winograd 64 -> 64 at 56x56 (two 2.4 MB buffers) 0.37x or
+# 2.2x onnxruntime. Both thresholds are set once, the mmap one to glibc's largest, unless the
+# user set them (MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_).
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3          # mallopt's parameter numbers (malloc.h)
+MMAP_THRESHOLD = 32 << 20
+TRIM_THRESHOLD = 64 << 20
+
+
+def _keep_heap_mapped() -> None:
+    if "MALLOC_MMAP_THRESHOLD_" in os.environ or "MALLOC_TRIM_THRESHOLD_" in os.environ:
+        return
+    mallopt = getattr(ctypes.CDLL(None), "mallopt", None)      # glibc's; absent elsewhere
+    if mallopt is not None:
+        mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+        mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD)
 
 
 def _load_openmp() -> bool:
