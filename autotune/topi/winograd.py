@@ -12,7 +12,8 @@ images (image, tile row, tile column), e and nu are positions in a transformed t
             operand; channels past F are zero): U[fo, e, c, nu, fi]
     Bd, V   input transform B^T d B: V[t, e, nu, c]
     M       the (m+2)^2 GEMMs M[t, e, nu, f] = sum_c V[t, e, nu, c] * U[f // bf, e, c, nu, f % bf]
-    AM, Y   output transform A^T M A on NCHW, with the caller's epilogue on each value
+    AM, R   output transform A^T M A, channels last
+    Y       R in NCHW, with the caller's epilogue on each value
 
 The matrices are exact rationals from the Cook-Toom construction. Each transform L X R^T runs
 as its separable two passes, (L X) then (L X) R^T, and each row of a pass is a linear
@@ -170,18 +171,21 @@ def batched_gemm(U: te.Tensor, V: te.Tensor) -> te.Tensor:
 
 
 def output_transform(M: te.Tensor, m: int, shape: tuple[int, int, int, int], tiles: tuple[int, int],
-                     epilogue: Epilogue | None) -> tuple[te.Tensor, te.Tensor]:
-    """(AM, Y): AM[t, i, nu, f] = (A^T M)[i, nu] and Y[n, f, y, x] = epilogue((AM A)[y % m, x % m]
-    of tile t = (n * TH + y // m) * TW + x // m, (n, f, y, x))."""
+                     epilogue: Epilogue | None) -> tuple[te.Tensor, te.Tensor, te.Tensor]:
+    """(AM, R, Y): AM[t, i, nu, f] = (A^T M)[i, nu]; R[n, y, x, f] = (AM A)[y % m, x % m] of tile
+    t = (n * TH + y // m) * TW + x // m, the output channels last as M has them; Y[n, f, y, x] =
+    epilogue(R[n, y, x, f], (n, f, y, x)), the NCHW output (a transpose of R)."""
     TH, TW = tiles
     at, _, _ = winograd_matrices(m)
     a = m + 2
+    N, F, OH, OW = shape
     AM = te.compute((M.shape[0], m, a, M.shape[3]), lambda t, i, nu, f: row_combination(
         at, i, lambda e: M[t, e, nu, f], M.dtype), name="wino_AM")
+    R = te.compute((N, OH, OW, F), lambda n, y, x, f: row_combination(
+        at, x % m, lambda nu: AM[(n * TH + y // m) * TW + x // m, y % m, nu, f], M.dtype), name="wino_R")
 
     def body(n: Expr, f: Expr, y: Expr, x: Expr) -> Expr:
-        t = (n * TH + y // m) * TW + x // m
-        v = row_combination(at, x % m, lambda nu: AM[t, y % m, nu, f], M.dtype)
+        v = R[n, y, x, f]
         return v if epilogue is None else epilogue(v, (n, f, y, x))
 
-    return AM, te.compute(shape, body, name="wino_Y")
+    return AM, R, te.compute(shape, body, name="wino_Y")
