@@ -89,9 +89,9 @@ for _k in range(1, 13):
 _EXP_CHEBYSHEV_F32 = [float(c) for c in np.polynomial.Chebyshev.interpolate(
     np.exp, 6, domain=[-math.log(2) / 2, math.log(2) / 2]).convert(kind=np.polynomial.Polynomial).coef]
 
+_CURRENT_ROUNDING = 4   # scalef's rounding argument: the MXCSR's mode (round to nearest)
 # (clamp lo, clamp hi, exponent bias, mantissa bits, integer type): below lo the result rounds
 # to 0, above hi it is inf; inside, n = round(x / ln 2) stays within [-2 * bias - 2, 2 * bias + 2]
-_CURRENT_ROUNDING = 4   # scalef's rounding argument: the MXCSR's mode (round to nearest)
 _EXP_RANGE = {False: (-104.0, 89.0, 127, 23, I32), True: (-746.0, 710.0, 1023, 52, I64)}
 
 

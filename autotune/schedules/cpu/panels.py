@@ -34,9 +34,9 @@ def default_panel(target: Target, dtype: str, N: int) -> int:
     that issues two vector multiply-adds a cycle (Zen 5, AVX-512 Xeons, AVX2 cores) waits on
     its loads with one vector, and that costs more than the zero columns two vectors pad (Zen 5,
     2 threads, dense at M, K ~ 1000, one vector / two: N=72 0.85x, 100 0.86x, 197 0.80-0.91x,
-    300 0.75-0.87x, 521 0.78x, 877 0.79x, 937 0.75-0.86x; N=40 and 50 level). Zen 4, which issues one 512-bit
-    multiply-add a cycle, had gained 1.04-1.14x with one vector where it padded less (N=100 to
-    521)."""
+    300 0.75-0.87x, 521 0.78x, 877 0.79x, 937 0.75-0.86x; N=40 and 50 level). Zen 4, which
+    issues one 512-bit multiply-add a cycle, had gained 1.04-1.14x with one vector where it
+    padded less (N=100 to 521)."""
     lanes = target.cpu.lanes(dtype_info(dtype).bytes)
     return closest(lanes, PANEL_WIDTHS) if lanes >= N else two_vectors(lanes, PANEL_WIDTHS)
 
