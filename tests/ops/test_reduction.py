@@ -88,6 +88,16 @@ def test_lane_partials_are_vector_accumulators_at_the_row(op, lanes, check_confi
     np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("op", ["sum", "mean", "max", "argmax", "var"])
+@pytest.mark.parametrize("shape,axes,keepdims", [((2, 6, 7, 7), (2, 3), 1), ((3, 5, 3, 11), (0, 2, 3), 0),
+                                                 ((4, 3, 5, 2), (1, 2, 3), 0)])
+def test_lane_partials_run_along_the_flattened_trailing_reduced_axes(op, shape, axes, keepdims, check_configs):
+    """A global average pool's row is its H x W plane: the rule's lane partials run along the
+    trailing reduced axes flattened (49 elements, not the 7 of the last axis), with a tail."""
+    task = check_configs(op, n_random=4, shape=shape, axes=axes, keepdims=keepdims)
+    assert task.config(0).to_json()["knobs"]["lanes"] > 1
+
+
 def np_pool(x, k, s, p, kind):
     xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (p[0], p[0]), (p[1], p[1])),
                 constant_values=-np.inf if kind == "max" else 0.0)
