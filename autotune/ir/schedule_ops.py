@@ -4,7 +4,8 @@ Each non-inline stage becomes a loop nest over its leaf axes; root axes are reco
 leaves through the split/fuse relations; a tail that does not divide gets a guard at the
 outermost loop where its variables are all bound. Stages attached with compute_at are built at
 their attach loop with a buffer the size of the inferred region. Tensor reads become flat
-buffer loads; reads inside an if_then_else branch are predicated so they never go out of bounds.
+buffer loads; reads inside an if_then_else branch, or under a reduction's condition, are predicated
+so they never go out of bounds.
 """
 from __future__ import annotations
 
@@ -162,8 +163,9 @@ class NestBuilder:
         first = next(p for p, iv in enumerate(leaves) if iv.kind == "reduce")
         common, rest = leaves[:first], leaves[first:]
         src = self.access(body.source)
-        if body.condition is not None:
-            src = Select(self.access(body.condition), src, reduce_identity(body.combiner, body.dtype))
+        if body.condition is not None:          # its loads predicated too: a row tail reads no further
+            cond = self.access(body.condition)
+            src = Select(cond, _predicate_loads(src, cond), reduce_identity(body.combiner, body.dtype))
 
         def is_common(g: Expr) -> bool:
             return not any(uses_var(g, iv.var) for iv in rest)

@@ -98,6 +98,22 @@ def test_lane_partials_run_along_the_flattened_trailing_reduced_axes(op, shape, 
     assert task.config(0).to_json()["knobs"]["lanes"] > 1
 
 
+def test_a_row_tails_loads_are_masked_not_read_past_the_row():
+    """The last block of lane partials covers 5 elements past a 101-element row (past the
+    buffer, on the last row): the reduction's condition must predicate its loads, not only
+    select their values away."""
+    from autotune.ir.nodes import Load
+    from autotune.te.expr import Select
+    task = autotune.create_task("sum", shape=(6, 101), axes=(1,), keepdims=0)
+    s, args = task.instantiate(task.config_space.from_json({"knobs": {"lanes": 16, "parallel": 1}}))
+    func = autotune.lower(s, args)
+    x = func.params[0]
+    selected = []
+    walk(func.body, lambda n: selected.extend(m for m in (n.t, n.f) if isinstance(m, Load) and m.buffer is x)
+         if isinstance(n, Select) else None)
+    assert selected and all(load.predicate is not None for load in selected)
+
+
 def np_pool(x, k, s, p, kind):
     xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (p[0], p[0]), (p[1], p[1])),
                 constant_values=-np.inf if kind == "max" else 0.0)
