@@ -71,8 +71,7 @@ def splat(builder: ir.IRBuilder, value: ir.Value, lanes: int) -> ir.Value:
         return ir.Constant(ir.VectorType(value.type, lanes), [value] * lanes)
     vty = ir.VectorType(value.type, lanes)
     one = builder.insert_element(ir.Constant(vty, ir.Undefined), value, ir.Constant(I32, 0))
-    mask = ir.Constant(ir.VectorType(I32, lanes), [ir.Constant(I32, 0)] * lanes)
-    return builder.shuffle_vector(one, ir.Constant(vty, ir.Undefined), mask)
+    return builder.shuffle_vector(one, ir.Constant(vty, ir.Undefined), shuffle_indices([0] * lanes))
 
 
 def shuffle_indices(values: Sequence[int]) -> ir.Constant:
@@ -311,8 +310,7 @@ def _padded_lanes(count: int, masked_tails: bool) -> int:
 def _widen(b: ir.IRBuilder, v: ir.Value, lanes: int, fill: ir.Value) -> ir.Value:
     """Vector `v` with lanes appended up to `lanes`, taken from `fill` (same type as v)."""
     n = v.type.count
-    picks = [ir.Constant(I32, i if i < n else n) for i in range(lanes)]
-    return b.shuffle_vector(v, fill, ir.Constant(ir.VectorType(I32, lanes), picks))
+    return b.shuffle_vector(v, fill, shuffle_indices([i if i < n else n for i in range(lanes)]))
 
 
 def _lanes_on(b: ir.IRBuilder, count: int, lanes: int, mask: ir.Value | None) -> ir.Value:
@@ -333,8 +331,7 @@ def load_vector(b: ir.IRBuilder, ptr: ir.Value, vty: ir.VectorType,
         wide = vector_of(vty.element, lanes)
         loaded = call_intrinsic(b, "masked.load", [ptr, align, _lanes_on(b, vty.count, lanes, mask),
                                                    const_like(wide, 0)], overload=[wide, PTR], ret=wide)
-        first = ir.Constant(ir.VectorType(I32, vty.count), [ir.Constant(I32, i) for i in range(vty.count)])
-        return b.shuffle_vector(loaded, ir.Constant(wide, ir.Undefined), first)
+        return b.shuffle_vector(loaded, ir.Constant(wide, ir.Undefined), shuffle_indices(range(vty.count)))
     if mask is None:
         return b.load(ptr, typ=vty, align=align.constant)
     return call_intrinsic(b, "masked.load", [ptr, align, mask, const_like(vty, 0)],
@@ -351,13 +348,13 @@ def load_strided(b: ir.IRBuilder, ptr: ir.Value, vty: ir.VectorType, stride: int
     lanes = vty.count
     span = (lanes - 1) * stride + 1
     wide = vector_of(vty.element, span)
-    picks = ir.Constant(ir.VectorType(I32, lanes), [ir.Constant(I32, i * stride) for i in range(lanes)])
+    picks = shuffle_indices([i * stride for i in range(lanes)])
     if mask is None:
         return b.shuffle_vector(b.load(ptr, typ=wide, align=element_bytes(vty.element)),
                                 ir.Constant(wide, ir.Undefined), picks)
     off = ir.Constant(mask.type, [ir.Constant(ir.IntType(1), 0)] * lanes)
-    spread = [ir.Constant(I32, i // stride if i % stride == 0 else lanes) for i in range(span)]
-    wide_mask = b.shuffle_vector(mask, off, ir.Constant(ir.VectorType(I32, span), spread))
+    spread = shuffle_indices([i // stride if i % stride == 0 else lanes for i in range(span)])
+    wide_mask = b.shuffle_vector(mask, off, spread)
     loaded = load_vector(b, ptr, wide, wide_mask)
     return b.shuffle_vector(loaded, ir.Constant(wide, ir.Undefined), picks)
 

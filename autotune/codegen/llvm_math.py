@@ -145,7 +145,6 @@ def emit_exp(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     double = _is_double(x.type)
     lo, hi, bias, shift, int_ty = _EXP_RANGE[double]
     ln2_hi, ln2_lo = _LN2_F64 if double else _LN2_F32
-    ity = vector_of(int_ty, lanes_of(x))
     arg = x
     x = b.select(b.fcmp_ordered("<", x, const_like(x.type, lo)), const_like(x.type, lo), x)   # NaN stays
     x = b.select(b.fcmp_ordered(">", x, const_like(x.type, hi)), const_like(x.type, hi), x)
@@ -157,6 +156,7 @@ def emit_exp(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     poly = horner(b, r, _EXP_TAYLOR[:13] if double else _EXP_CHEBYSHEV_F32)
     if lanes_of(x) > 1 and scales_vectors():
         return _scalef(b, poly, n)
+    ity = vector_of(int_ty, lanes_of(x))
     shifted = b.shl(b.bitcast(biased, ity), const_like(ity, shift))               # n << shift
     half = b.and_(b.ashr(shifted, const_like(ity, 1)), const_like(ity, -1 << shift))   # (n // 2) << shift
     # poly * 2^(n - n//2), a normal number, by adding to poly's exponent; then one rounding

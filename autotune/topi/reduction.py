@@ -95,6 +95,13 @@ def row_dims(ndim: int, axes: Sequence[int]) -> list[int]:
     return run
 
 
+def row_length(shape: Sequence[int], axes: Sequence[int]) -> int:
+    """Elements of one row of the reduction (its trailing reduced dimensions), 0 when the
+    innermost dimension is kept."""
+    row = row_dims(len(shape), axes)
+    return math.prod(shape[d] for d in row) if row else 0
+
+
 def _full(r: _Reduced, o: Sequence[Any], rvars: Sequence[Any]) -> tuple[Any, ...]:
     if not r.has_kept():          # full reduction to shape (1,): the output index is a dummy
         o = ()
@@ -108,7 +115,7 @@ def _reduce(x: te.Tensor, axes: Any, keepdims: bool, combiner: Any, op: str, nam
     r = _Reduced(x, axes, keepdims, op)
     val = value or (lambda full: x[full])
     stage = name or op
-    if lanes > 1 and math.prod(x.shape[d] for d in row_dims(x.ndim, r.axes)) >= lanes:
+    if lanes > 1 and row_length(x.shape, r.axes) >= lanes:
         return r, lane_partials(r, combiner, val, lanes, stage)
 
     def body(*o: Any) -> Expr:
@@ -131,7 +138,7 @@ def lane_partials(r: _Reduced, combiner: Any, value: Any, lanes: int, name: str)
     """
     x = r.x
     row = row_dims(x.ndim, r.axes)
-    n = math.prod(x.shape[d] for d in row)
+    n = row_length(x.shape, r.axes)
     q = -(-n // lanes)
     kept_shape = tuple(m for d, m in enumerate(x.shape) if d not in r.axes)
     others = [d for d in r.axes if d not in row]

@@ -8,7 +8,6 @@ the input dtype (numpy would widen a sum to int64); mean and var are for float t
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -83,8 +82,8 @@ def define_lanes(cfg: Any, shape: tuple[int, ...], axes: tuple[int, ...], op: st
     """Knob `lanes`: partial accumulators of a reduction over the innermost axis (1 = plain).
     Rule: one vector register of them (the target's lanes, or fewer when the row, the trailing
     reduced axes together, is shorter)."""
-    row = math.prod(shape[d] for d in topi.row_dims(len(shape), topi.normalize_axes(len(shape), axes, op)))
-    values = [v for v in LANES if v == 1 or (row and v <= row)]
+    row = topi.row_length(shape, topi.normalize_axes(len(shape), axes, op))
+    values = [v for v in LANES if v == 1 or v <= row]
     cfg.define_knob("lanes", first(largest_fitting(values, lambda v: v <= lanes(cfg, dtype)), values))
     return cfg["lanes"].val
 
