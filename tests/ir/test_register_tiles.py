@@ -53,20 +53,28 @@ def _tile(*accesses):
 
 
 def test_masks_stay_where_a_masked_off_lane_could_be_read():
-    p = _lanes_below(29)
-    alloc = _tile(lambda b: _store(b, 0, p), lambda b: _store(b, 16, p))
-    assert all(a.predicate is None for a in _accesses(unmask_register_tiles(alloc), "local"))
+    p, q = _lanes_below(29), _lanes_below(29, Const(0, "int32"))
     for alloc in (
-        _tile(lambda b: _store(b, 0, p), lambda b: _store(b, 16, None)),                # one access unmasked
-        _tile(lambda b: _store(b, 0, p), lambda b: _store(b, 8, p)),                    # vectors overlap lanes
-        _tile(lambda b: _store(b, 0, p), lambda b: _store(b, 16, _lanes_below(29, Const(0, "int32")))),
-        _tile(lambda b: _store(b, 0, p), lambda b: _store(b, 32, p)),                   # past the buffer
+        _tile(lambda b: _store(b, 0, p), lambda b: _store(b, 16, p)),
+        _tile(lambda b: _store(b, 0, p), lambda b: _store(b, 16, q)),       # each vector its own mask
+        _tile(lambda b: _store(b, 0, p), lambda b: _store(b, 16, None)),    # one vector unmasked throughout
+    ):
+        assert all(a.predicate is None for a in _accesses(unmask_register_tiles(alloc), "local"))
+    for alloc in (
+        _tile(lambda b: _store(b, 0, p), lambda b: _store(b, 0, None)),     # one access of a vector unmasked
+        _tile(lambda b: _store(b, 0, p), lambda b: _store(b, 0, q)),        # one vector, two masks
+        _tile(lambda b: _store(b, 0, p), lambda b: _store(b, 8, p)),        # vectors overlap lanes
+        _tile(lambda b: _store(b, 0, p), lambda b: _store(b, 32, p)),       # past the buffer
     ):
         assert unmask_register_tiles(alloc) is alloc
     i = Var("i", "int32")
     buf = Buffer("acc", (32,), "float32", "local")
     loop = Allocate(buf, For(i, 2, ForKind.SERIAL, _store(buf, 0, _lanes_below(29, i))))
     assert unmask_register_tiles(loop) is loop                                           # the mask changes inside
+    row = Ramp(Binary(BinOp.MUL, i, Const(16, "int32")), Const(1, "int32"), 16)
+    either = Allocate(buf, Seq((For(i, 2, ForKind.SERIAL, Store(buf, row, _broadcast(0.0, "float32"), p)),
+                                _store(buf, 16, q))))
+    assert unmask_register_tiles(either) is either        # vector i = 1 is the other store's, under another mask
 
 
 def test_unmasked_accesses_mix_in_only_where_every_lane_is_on():

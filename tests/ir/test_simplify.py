@@ -2,6 +2,7 @@
 from hypothesis import given, settings, strategies as st
 
 from autotune.ir.bounds import const_bound
+from autotune.ir.nodes import Broadcast, Buffer, Load, Ramp
 from autotune.ir.passes.simplify import simplify_expr
 from autotune.te.expr import Binary, BinOp, CmpOp, Compare, Const, Select, Var
 
@@ -63,6 +64,37 @@ def test_simplified_comparisons_keep_their_truth(a, b, op, r, data):
     for _ in range(5):
         env = {v: data.draw(st.integers(lo, hi)) for v, (lo, hi) in r.items()}
         assert evaluate(simple, env) == evaluate(e, env), (str(e), str(simple), env)
+
+
+@settings(max_examples=200, deadline=None)
+@given(exprs, st.integers(-3, 3), exprs, st.sampled_from([CmpOp.LT, CmpOp.LE, CmpOp.GT, CmpOp.GE]), ranges, st.data())
+def test_a_mask_folds_only_where_every_lane_agrees(base, stride, bound, op, r, data):
+    """ramp(base, stride, 4) op x4(bound): a constant vector only where each lane has its truth."""
+    mask = Compare(op, Ramp(base, Const(stride, "int32"), 4), Broadcast(bound, 4))
+    simple = simplify_expr(mask, r)
+    if type(simple) is not Broadcast:
+        return
+    for _ in range(5):
+        env = {v: data.draw(st.integers(lo, hi)) for v, (lo, hi) in r.items()}
+        lanes = [CMPS[op](evaluate(base, env) + lane * stride, evaluate(bound, env)) for lane in range(4)]
+        assert lanes == [simple.value.value] * 4, (str(mask), str(simple), env)
+
+
+def test_a_tail_tile_s_masks_fold_per_vector():
+    """The vectors of a 32-column tile at column 192 of 197: the first straddles the edge, the
+    second lies past it; a row operand read under the first's mask is read unmasked."""
+    j = Var("j")
+    past, straddling = (Compare(CmpOp.LT, Ramp(Const(c, "int32"), Const(1, "int32"), 16), Broadcast(Const(197, "int32"), 16))
+                        for c in (208, 192))
+    assert str(simplify_expr(past)) == "x16(False)"
+    assert simplify_expr(straddling) is straddling
+    inside = Compare(CmpOp.LT, Ramp(j * 32 + 16, Const(1, "int32"), 16), Broadcast(Const(197, "int32"), 16))
+    assert str(simplify_expr(inside, {j: (0, 5)})) == "x16(True)"
+    a = Buffer("A", (8,), "float32")
+    row = Load(a, Broadcast(j, 16), straddling)
+    assert str(simplify_expr(row, {j: (0, 7)})) == "x16(A[j])"
+    assert simplify_expr(Load(a, Broadcast(j, 16), Compare(CmpOp.LT, Ramp(j, Const(1, "int32"), 16),
+                                                           Broadcast(Const(5, "int32"), 16))), {j: (0, 7)}).predicate is not None
 
 
 def test_split_index_arithmetic_folds_away():

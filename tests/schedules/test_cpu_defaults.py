@@ -109,7 +109,7 @@ VECTOR_RULES = [
     ("dense", dict(M=129, N=77, K=65), "tile_x", [-1, 16], [-1, 32]),
     ("dense", dict(M=129, N=20, K=65), "tile_x", [-1, 16], [-1, 32]),                     # a whole panel past N
     ("batch_matmul", dict(batch=2, M=130, N=64, K=33), "tile_x", [-1, 16], [-1, 32]),
-    ("batch_matmul", dict(batch=2, M=130, N=50, K=33), "tile_x", [-1, 8], [-1, 16]),      # a short row's tail
+    ("batch_matmul", dict(batch=2, M=130, N=50, K=33), "tile_x", [-1, 16], [-1, 32]),     # a short row with a tail
     ("conv1d", dict(N=1, C=16, L=101, F=40, K=5, **CONV), "tile_x", [-1, 16], [-1, 32]),
     ("conv2d_nhwc", dict(N=1, H=13, W=17, C=16, F=40, KH=3, KW=3, **CONV), "tile_f", [-1, 16], [-1, 32]),
     ("relu", dict(shape=(37, 1001)), "tile_inner", [-1, 4, 8], [-1, 4, 16]),             # 4 vectors of lanes

@@ -5,17 +5,19 @@ A vectorized loop's masked tail (`vectorize._masked_tail`) puts the tail guard o
 store under it, a local tile's too. LLVM keeps a local tile in registers only through plain
 loads and stores; masked ones leave it in memory, so a tile whose columns cross the layer's edge
 accumulated through the stack (a depthwise 7x7 conv 29 columns wide, tiles of 16 and 13: half
-the rate of a 30-wide one). Where every access to a local buffer carries the same mask over
-whole aligned vectors of the same width, and the mask cannot change while the buffer lives, an
-element is only ever touched by one lane, and a lane the mask turns off never reaches memory
-outside the buffer: its accesses to the buffer can drop the mask. Other memory keeps its masks.
-Unmasked accesses may be mixed in where they run only when every lane is on: a vector loop
-versioned per vector (its full-vector copy under a test of the last lane) inside a row tail.
+the rate of a 30-wide one). Where the accesses to a local buffer go over whole aligned vectors
+of the same width, and every access that can touch an element carries the same mask, which
+cannot change while the buffer lives, an element is only ever touched by one lane, and a lane
+the mask turns off never reaches memory outside the buffer: its accesses to the buffer can drop
+the mask. The vectors of a tile may carry different masks (one inside the edge, one across it).
+Other memory keeps its masks. Unmasked accesses may be mixed in where they run only when every
+lane is on: a vector loop versioned per vector (its full-vector copy under a test of the last
+lane) inside a row tail.
 """
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
 from ...te.expr import And, Binary, BinOp, CmpOp, Compare, Const, Expr, Var
 from ...te.traversal import transform, walk
@@ -44,27 +46,20 @@ def _unmasked(node: object, alloc: Allocate) -> Stmt | Expr | None:
 
 
 def _one_lane_per_element(alloc: Allocate) -> bool:
-    """Every access to the buffer is masked by one predicate P that reads no variable bound while
-    the buffer lives, or runs only where P has every lane on (under a branch one of whose
-    conditions is P's last lane: the full-vector version of a versioned vector loop), through a
-    ramp of stride 1 whose first element is a multiple of its lanes and whose last is inside
-    the buffer."""
+    """Every access to the buffer goes through a ramp of stride 1 whose first element is a
+    multiple of its lanes and whose last is inside the buffer; the accesses that can touch the
+    same elements (`_same_elements`) are masked by one predicate P that reads no variable bound
+    while the buffer lives, or run only where P has every lane on (under a branch one of whose
+    conditions is P's last lane: the full-vector version of a versioned vector loop)."""
     ranges: dict[Var, Interval] = {}
     bound_inside: set[Var] = set()
     accesses: list[tuple[Load | Store, tuple[Expr, ...]]] = []
     _collect(alloc.body, alloc.buffer, (), accesses, ranges, bound_inside)
-    masks = [a.predicate for a, _ in accesses if a.predicate is not None]
-    if not masks or free_vars(masks[0]) & bound_inside:
+    if all(a.predicate is None for a, _ in accesses):
         return False
-    every_lane = _every_lane_on(masks[0])
     size = math.prod(alloc.buffer.shape)
     lanes = accesses[0][0].index.lanes
-    for a, guards in accesses:
-        if a.predicate is None:
-            if every_lane is None or not any(structural_equal(every_lane, c) for g in guards for c in _conjuncts(g)):
-                return False
-        elif not structural_equal(a.predicate, masks[0]):
-            return False
+    for a, _ in accesses:
         idx = a.index
         if type(idx) is not Ramp or idx.lanes != lanes or not (type(idx.stride) is Const and idx.stride.value == 1):
             return False
@@ -74,7 +69,36 @@ def _one_lane_per_element(alloc: Allocate) -> bool:
         span = const_bound(idx.base, ranges)
         if span is None or span[0] < 0 or span[1] + lanes > size:
             return False
-    return size % lanes == 0
+    return size % lanes == 0 and all(_one_mask(group, bound_inside) for group in _same_elements(accesses))
+
+
+def _same_elements(accesses: list[tuple[Load | Store, tuple[Expr, ...]]]) -> list[list]:
+    """The accesses grouped so that two in different groups never touch the same element: by
+    their offset modulo the gcd of every variable's stride (the vectors of an unrolled tile, one
+    inside a tail's edge and one across it, carry different masks)."""
+    offsets = [linear(cast(Ramp, a.index).base) for a, _ in accesses]
+    step = math.gcd(*(k for terms, _ in offsets for _, k in terms.values()))
+    groups: dict[int | float, list] = {}
+    for access, (_, c0) in zip(accesses, offsets):
+        groups.setdefault(c0 % step if step else c0, []).append(access)
+    return list(groups.values())
+
+
+def _one_mask(group: list[tuple[Load | Store, tuple[Expr, ...]]], bound_inside: set[Var]) -> bool:
+    """Whether a group's accesses share one mask, or run where it has every lane on."""
+    masks = [a.predicate for a, _ in group if a.predicate is not None]
+    if not masks:
+        return True
+    if free_vars(masks[0]) & bound_inside:
+        return False
+    every_lane = _every_lane_on(masks[0])
+    for a, guards in group:
+        if a.predicate is None:
+            if every_lane is None or not any(structural_equal(every_lane, c) for g in guards for c in _conjuncts(g)):
+                return False
+        elif not structural_equal(a.predicate, masks[0]):
+            return False
+    return True
 
 
 def _collect(s: Stmt, buf: Buffer, guards: tuple[Expr, ...], out: list, ranges: dict[Var, Interval],

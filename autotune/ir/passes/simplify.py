@@ -15,7 +15,7 @@ from typing import Any, cast
 from ...te.expr import And, Binary, BinOp, Cast, CmpOp, Compare, Const, Expr, Node, Not, Or, Select, Var, const
 from ...te.traversal import field_names, substitute
 from ..bounds import Interval, const_bound
-from ..nodes import Allocate, Broadcast, For, ForKind, IfThenElse, Let, Load, Prefetch, Seq, Stmt, Store, seq
+from ..nodes import Allocate, Broadcast, For, ForKind, IfThenElse, Let, Load, Prefetch, Ramp, Seq, Stmt, Store, seq
 
 Ranges = dict[Var, Interval]
 MAX_SWEEPS = 8  # rewrites of one node before giving up (a guard against rule cycles)
@@ -209,7 +209,7 @@ def min_max_bounds(e: Binary, r: Ranges) -> Expr | None:
 def fold_compare(e: Compare, r: Ranges) -> Expr | None:
     # c1 < c2 -> true/false;  x < c -> true when max(x) < c (interval bounds)
     if e.lanes != 1:
-        return None
+        return fold_lane_compare(e, r)
     a, b = _c(e.a), _c(e.b)
     if a is not None and b is not None:
         return Const(_CMP[e.op](a, b), "bool")
@@ -227,6 +227,29 @@ def fold_compare(e: Compare, r: Ranges) -> Expr | None:
     if lo == hi:
         return Const(_CMP[e.op](lo, 0), "bool")
     return None
+
+
+def fold_lane_compare(e: Compare, r: Ranges) -> Expr | None:
+    # ramp(b, s, n) < x(B) -> x(true) when the first and the last lane hold (a lane's value lies
+    # between theirs), x(false) when neither does: a tail's mask that an unrolled tile's vector
+    # entirely inside, or entirely past, the edge carries
+    first, final = _end_lanes(e, r)
+    if first is None or first != final:
+        return None
+    return Broadcast(Const(first, "bool"), e.lanes)
+
+
+def _end_lanes(e: Expr, r: Ranges) -> tuple[Any, Any]:
+    """The constant truths of the first and the last lane of a mask `ramp(b, s, n) op x(B)`
+    (op an order), each None where unknown."""
+    if not (type(e) is Compare and e.op not in (CmpOp.EQ, CmpOp.NE) and type(e.a) is Ramp
+            and type(e.b) is Broadcast and type(e.a.stride) is Const):
+        return None, None
+    ramp, bound = cast(Ramp, e.a), cast(Broadcast, e.b).value
+    last = Binary(BinOp.ADD, ramp.base, Const((ramp.lanes - 1) * cast(Const, ramp.stride).value, ramp.base.dtype))
+    folded = (fold_compare(Compare(e.op, x, bound), r) for x in (ramp.base, last))
+    first, final = (None if f is None else _c(f) for f in folded)
+    return first, final
 
 
 def fold_logic(e: Not | And | Or, r: Ranges) -> Expr | None:
@@ -252,8 +275,15 @@ def _truth(e: Expr | None) -> Any:
 
 
 def fold_load_predicate(e: Load, r: Ranges) -> Expr | None:
-    # A[i if true] -> A[i]
-    return Load(e.buffer, e.index) if e.predicate is not None and _truth(e.predicate) is True else None
+    # A[i if true] -> A[i];  A[x(i) if m] -> x(A[i]) when a lane of m is on: every lane reads
+    # A[i], which one lane in bounds proves in bounds (a register tile's row operand in a tail)
+    if e.predicate is None:
+        return None
+    if _truth(e.predicate) is True:
+        return Load(e.buffer, e.index)
+    if type(e.index) is Broadcast and True in _end_lanes(e.predicate, r):
+        return Broadcast(Load(e.buffer, e.index.value), e.index.lanes)
+    return None
 
 
 def fold_select(e: Select, r: Ranges) -> Expr | None:

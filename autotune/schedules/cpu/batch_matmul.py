@@ -20,18 +20,14 @@ def batch_matmul_template(cfg, batch: int, M: int, N: int, K: int, dtype: str = 
 
     Default: matmul's register tile rule (`register_tile`): tile_x = 2 x lanes, tile_y = the most
     rows whose accumulators fit in 3/4 of the vector registers, k unrolled to ~64 multiply-adds a
-    step; the row loop unrolled (the tile's accumulators are registers). One vector of columns
-    instead where a row is shorter than 8 vectors and two leave a tail: B is not packed, so a
-    row's last tile loads and stores masked vectors, and with at most four tiles a row that tile
-    is a large share; one vector halves it (Zen 5, 2 threads, x onnxruntime, two vectors / one:
-    attention scores of 40, 50, 77, 100, 110, 120 tokens, K 64, and 200 x 60 x 200, 0.58-0.75 /
-    0.71-1.08; without a tail, 64 and 96 tokens, 1.22 / 0.97 and 1.12 / 0.99; rows of more than 8
-    vectors, 197, 230 and 257 tokens, 0.79 / 0.76, 0.81 / 0.74, 0.93 / 0.79). Other values
-    ascending.
+    step; the row loop unrolled (the tile's accumulators are registers). B is not packed: a row's
+    last tile loads and stores masked vectors, and keeps its accumulators in registers (the
+    simplifier drops a vector past the edge, `register_tiles` the local masks), so two vectors
+    hold on short rows too (Zen 5, 2 threads, x onnxruntime, two vectors / one, attention scores
+    with K 64: 33, 49, 77, 145, 230 and 257 tokens 1.23 / 1.16, 1.13 / 0.98, 1.02 / 0.97,
+    1.12 / 0.87, 1.00 / 0.79, 1.02 / 0.77; 200 x 60 x 200 1.05 / 0.81). Other values ascending.
     """
-    width = lanes(cfg, dtype)
-    short = N // width < 8 and N % (2 * width) != 0
-    bn, rows, unroll = register_tile(cfg, dtype, M, [width] if short else COLUMNS, ROWS, UNROLL_K)
+    bn, rows, unroll = register_tile(cfg, dtype, M, COLUMNS, ROWS, UNROLL_K)
     cfg.define_split("tile_x", N, 2, policy="candidate", candidate=[[-1, v] for v in ascending_first(bn, COLUMNS)])
     cfg.define_split("tile_y", M, 2, policy="candidate", candidate=[[-1, r] for r in ascending_first(rows, ROWS)])
     cfg.define_split("tile_k", K, 2, policy="candidate", candidate=[[-1, f] for f in ascending_first(unroll, UNROLL_K)])
