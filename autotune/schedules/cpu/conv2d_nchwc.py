@@ -34,7 +34,14 @@ groups would give a channel vector shorter than NCHW's vector along the width); 
 Default rules (each knob's first value), with L the vector lanes of the dtype and R the vector
 registers of the target (32 with AVX-512, else 16):
   oc_bn      2L when F/G >= 4L (two weight vectors per broadcast input halve the loads per
-             multiply-add), else L; L for depthwise convs, which broadcast nothing (Zen 5, 2
+             multiply-add); under 4L too where the input has fewer than L channels per group and
+             2L blocks pad F/G no further than L blocks do (51 or 57 filters: 64 either way), as
+             such stems broadcast an input tap per multiply-add (Zen 5, 2 threads, x onnxruntime,
+             L / 2L: 11 -> 51 at 81x81 7x7 stride 2 0.82-0.89 / 0.91-0.94, 9 -> 31 at 213x213
+             0.94-0.96 / 1.00-1.01, 11 -> 57 at 183x183 5x5 0.87-0.92 / 0.85-0.94, 5 -> 24 at
+             99x99 3x3 0.73 / 1.01; lost: 6 -> 60 at 120x120 5x5 0.92 / 0.83-0.89; 7 -> 37,
+             which 2L pads to 64, stays at L: 0.99 / 0.66-0.78; 24 -> 56 at 28x28 with 24 input
+             channels 1.30 / 1.24). Else L; L for depthwise convs, which broadcast nothing (Zen 5, 2
              threads, x onnxruntime, 2L / L: 96 channels at 56x56 7x7 0.82 / 1.07, 160 at 20x20
              0.73 / 1.05, 144 at 56x56 3x3 stride 2 0.64 / 1.13, 48 at 97x97 7x7 stride 2 0.48 /
              1.09; level at 7x7: 768 channels with 7x7 taps 1.02 / 1.01, and 960 with 3x3 1.54 / 1.17,
@@ -155,7 +162,9 @@ def _oc_options(g: ConvGeometry, out_block: int) -> list[int]:
 
 
 def _pick_oc(g: ConvGeometry, L: int, options: list[int]) -> int:
-    want = 2 * L if _blocked_channels(g) >= 4 * L and not g.depthwise else L
+    F = _blocked_channels(g)
+    as_wide = -(-F // (2 * L)) * 2 == -(-F // L)          # 2L blocks pad F no further than L blocks
+    want = 2 * L if (F >= 4 * L or (as_wide and _per_group(g)[0] < L)) and not g.depthwise else L
     return max([v for v in options if v <= want] or [min(options)])
 
 
