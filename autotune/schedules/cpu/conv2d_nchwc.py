@@ -52,7 +52,16 @@ registers of the target (32 with AVX-512, else 16):
              lanes 1.42; 12 -> 12 at 45x45 0.04 / 1.42)
   reg_n      columns per register tile: the largest divisor (>= 4) of OW such that the tile's
              accumulators, oc_bn/L per position, leave a register per weight vector and one for
-             the broadcast input: reg_n <= (R - oc_bn/L - 1) / (oc_bn/L); else the largest fitting
+             the broadcast input: reg_n <= (R - oc_bn/L - 1) / (oc_bn/L); else the largest fitting.
+             A depthwise conv whose taps share input columns (stride_w < KW <= 8) keeps an input
+             vector live per position as well, so that its kernel row unrolls (unroll_kw):
+             positions <= (R - oc_bn/L) / (oc_bn/L + 1), 15 with AVX-512 (Zen 5, 2 threads, x
+             onnxruntime, 7x7, 28 columns rolled / the rule's tile unrolled: 96 channels at 56x56
+             0.95-0.97 / 1.08-1.12, 192 at 28x28 1.04 / 1.08-1.13, 48 at 97x97 1.04 / 1.18-1.20,
+             64 at 99x99 stride 2 1.01-1.03 / 1.15-1.19), and a divisor of OW below 8 columns
+             gives way to the largest fitting (a tile of 5 accumulators waits on the multiply-add
+             latency: 71 channels at 85x85, 17 rolled 7.0-7.5x, 5 unrolled 3.5-4.7x, 14 unrolled
+             with a tail of one 7.7-7.8x)
   oh_bn      rows per tile: the most (1, 2, 4) that keep rows x reg_n within that budget; with
              fewer than L input channels per group, of those that divide OH: a row tail keeps
              its guard in every tile of the fused parallel loop, and LLVM then ran the tile's
@@ -119,6 +128,7 @@ MIN_GROUP_VECTOR = 8
 COPY_COLUMNS = 16           # columns per vector of a one-channel repack (a plain padded copy of each row)
 MAX_UNROLLED = 256          # statements per unrolled block of a 1x1 weight transpose (compile time)
 MAX_UNROLLED_FMAS = 256     # vector multiply-adds of an unrolled kernel row (unroll_kw's rule)
+MAX_UNROLLED_KW = 8         # the longest kernel row unroll_kw's rule unrolls
 PREFETCH_AHEAD = 4096       # bytes of the weight stream fetched ahead (prefetch's rule): a page
 _PREFETCH = (0, 1024, PREFETCH_AHEAD)
 _BLOCKS = (1, 2, 4, 8, 16, 32, 64)
@@ -168,16 +178,25 @@ def _pick_oc(g: ConvGeometry, L: int, options: list[int]) -> int:
     return max([v for v in options if v <= want] or [min(options)])
 
 
-def _tile_positions(cfg: Any, oc_bn: int, L: int) -> int:
+def _tile_positions(cfg: Any, g: ConvGeometry, oc_bn: int, L: int) -> int:
     """Output positions (rows x columns) per register tile: their oc_bn/L accumulator vectors each
-    leave registers for the oc_bn/L weight vectors and one broadcast input."""
+    leave registers for the oc_bn/L weight vectors and one broadcast input; for a depthwise conv
+    whose taps share input columns, also an input vector live per position (the unrolled kernel
+    row: `_unroll_kw`)."""
     registers = vector_registers(cfg)
     vectors = -(-oc_bn // L)
+    if _unrolled_depthwise(g):
+        return max(1, (registers - vectors) // (vectors + 1))
     return max(1, (registers - vectors - 1) // vectors)
 
 
-def _pick_columns(OW: int, budget: int, options: list[int]) -> int:
-    divisors = [v for v in range(4, min(OW, budget) + 1) if OW % v == 0]
+def _unrolled_depthwise(g: ConvGeometry) -> bool:
+    """A depthwise conv whose kernel row unrolls with its taps sharing input columns."""
+    return g.depthwise and g.stride[1] < g.kernel[1] <= MAX_UNROLLED_KW
+
+
+def _pick_columns(OW: int, budget: int, options: list[int], least: int = 4) -> int:
+    divisors = [v for v in range(least, min(OW, budget) + 1) if OW % v == 0]
     return max(divisors or [v for v in options if v <= budget] or [1])
 
 
@@ -197,9 +216,9 @@ def define_knobs(cfg: Any, g: ConvGeometry, N: int, dtype: str, when: tuple[str,
     L, (OH, OW) = lanes(cfg, dtype), g.out
     oc_options = _oc_options(g, out_block)
     oc_bn = _pick_oc(g, L, oc_options)
-    budget = _tile_positions(cfg, oc_bn, L)
+    budget = _tile_positions(cfg, g, oc_bn, L)
     columns, rows = _capped(_COLUMNS, OW), _capped(_ROWS, OH)
-    reg_n = _pick_columns(OW, budget, columns)
+    reg_n = _pick_columns(OW, budget, columns, 8 if _unrolled_depthwise(g) else 4)
     few_channels = _per_group(g)[0] < L          # ic_bn 1, and whole row tiles only (oh_bn's rule)
     oh_bn = max(v for v in rows if (v * reg_n <= budget and (OH % v == 0 or not few_channels)) or v == 1)
     cfg.define_knob("nchwc_oc_bn", first(oc_bn, oc_options), when=when)
@@ -226,7 +245,7 @@ def define_knobs(cfg: Any, g: ConvGeometry, N: int, dtype: str, when: tuple[str,
 def _unroll_kw(cfg: Any, g: ConvGeometry, ic_bn: int, oc_bn: int, oh_bn: int, reg_n: int, L: int) -> bool:
     """unroll_kw's rule (module docstring)."""
     vectors = max(1, oc_bn // L)
-    if g.kernel[1] > 8 or g.kernel[1] * ic_bn * oh_bn * reg_n * vectors > MAX_UNROLLED_FMAS:
+    if g.kernel[1] > MAX_UNROLLED_KW or g.kernel[1] * ic_bn * oh_bn * reg_n * vectors > MAX_UNROLLED_FMAS:
         return False
     live = oh_bn * reg_n * vectors + vectors + oh_bn * reg_n
     return g.stride[1] >= g.kernel[1] or live <= vector_registers(cfg)
