@@ -31,87 +31,7 @@ APPLIES: groups == 1; grouped convs with at least MIN_GROUP_VECTOR filters per g
 groups would give a channel vector shorter than NCHW's vector along the width); depthwise convs
 (the dispatcher puts "nchw" first for their short windows, this for 7x7 ones: `conv2d`).
 
-Default rules (each knob's first value), with L the vector lanes of the dtype and R the vector
-registers of the target (32 with AVX-512, else 16):
-  oc_bn      2L when F/G >= 4L (two weight vectors per broadcast input halve the loads per
-             multiply-add); under 4L too where the input has fewer than L channels per group and
-             2L blocks pad F/G no further than L blocks do (51 or 57 filters: 64 either way), as
-             such stems broadcast an input tap per multiply-add (Zen 5, 2 threads, x onnxruntime,
-             L / 2L: 11 -> 51 at 81x81 7x7 stride 2 0.82-0.89 / 0.91-0.94, 9 -> 31 at 213x213
-             0.94-0.96 / 1.00-1.01, 11 -> 57 at 183x183 5x5 0.87-0.92 / 0.85-0.94, 5 -> 24 at
-             99x99 3x3 0.73 / 1.01; lost: 6 -> 60 at 120x120 5x5 0.92 / 0.83-0.89; 7 -> 37,
-             which 2L pads to 64, stays at L: 0.99 / 0.66-0.78; 24 -> 56 at 28x28 with 24 input
-             channels 1.30 / 1.24). Else L; L for depthwise convs, which broadcast nothing (Zen 5, 2
-             threads, x onnxruntime, 2L / L: 96 channels at 56x56 7x7 0.82 / 1.07, 160 at 20x20
-             0.73 / 1.05, 144 at 56x56 3x3 stride 2 0.64 / 1.13, 48 at 97x97 7x7 stride 2 0.48 /
-             1.09; level at 7x7: 768 channels with 7x7 taps 1.02 / 1.01, and 960 with 3x3 1.54 / 1.17,
-             where NCHW's default ran 4.02); capped by F/G rounded up to a power of two, its
-             zero tail computed (grouped: the largest divisor of F/G within that): 12 filters
-             in a 12-lane vector put the accumulators of a row wider than the register file in
-             masked loads and stores (32 -> 12 at 56x56 5x5, x onnxruntime: 12 lanes 0.04, 16
-             lanes 1.42; 12 -> 12 at 45x45 0.04 / 1.42)
-  reg_n      columns per register tile: the largest divisor (>= 4) of OW such that the tile's
-             accumulators, oc_bn/L per position, leave a register per weight vector and one for
-             the broadcast input: reg_n <= (R - oc_bn/L - 1) / (oc_bn/L); else the largest fitting.
-             A depthwise conv whose taps share input columns (stride_w < KW <= 8) keeps an input
-             vector live per position as well, so that its kernel row unrolls (unroll_kw):
-             positions <= (R - oc_bn/L) / (oc_bn/L + 1), 15 with AVX-512 (Zen 5, 2 threads, x
-             onnxruntime, 7x7, 28 columns rolled / the rule's tile unrolled: 96 channels at 56x56
-             0.95-0.97 / 1.08-1.12, 192 at 28x28 1.04 / 1.08-1.13, 48 at 97x97 1.04 / 1.18-1.20,
-             64 at 99x99 stride 2 1.01-1.03 / 1.15-1.19), and a divisor of OW below 8 columns
-             gives way to the largest fitting (a tile of 5 accumulators waits on the multiply-add
-             latency: 71 channels at 85x85, 17 rolled 7.0-7.5x, 5 unrolled 3.5-4.7x, 14 unrolled
-             with a tail of one 7.7-7.8x)
-  oh_bn      rows per tile: the most (1, 2, 4) that keep rows x reg_n within that budget; with
-             fewer than L input channels per group, of those that divide OH: a row tail keeps
-             its guard in every tile of the fused parallel loop, and LLVM then ran the tile's
-             rows as separate loops, each reloading the weights (Zen 5, 2 threads, x onnxruntime,
-             11 columns x 2 rows / 11 x 1, 7x7 stride 2: 7->37 at 109x109 0.68 / 0.85, 9->24 at
-             153x153 0.62 / 0.87, 5->40 at 129x129 0.78 / 0.81; 5x5: 11->40 at 89x89 0.79 /
-             0.87, 7->48 at 129x129 0.86 / 0.86). Deep layers keep their row tails: ResNeXt-50's
-             1024 channels at 7x7 in 32 groups ran 4 rows (a tail of 3) at 1.30, 1 row at 1.12
-  ic_bn      of the blocks (powers of two to 64, or C/G) whose weight block ic_bn x KH x KW x oc_bn
-             fits in half the L1 data cache: the largest divisor of C/G (no zero tail), unless a
-             block over twice as large fits (then that one); none for depthwise. With fewer
-             than L channels per group, 1: the multiply-adds are the same (a broadcast per
-             input channel), but a block shorter than a vector is a transpose of scalars
-             (about 3 cycles an element for MobileNet's RGB stem), where blocks of 1 are a
-             padded copy of each plane, vectorised (Zen 4, 2 threads, x onnxruntime with C's
-             block / with 1: 3 channels 3x3 stride 2 at 224x224 0.57 / 0.71, 7x7 0.87 / 0.89,
-             8 channels 0.61 / 0.78, 12 0.59 / 0.71, 5 with 5x5 taps 0.69 / 0.76; 16 channels,
-             blocks of 8, 0.75 against 0.68)
-  unroll_kw  1 when KW <= 8 (a short kernel row as straight-line code) and the unrolled row,
-             KW x ic_bn x the tile's vector multiply-adds, stays within MAX_UNROLLED_FMAS: LLVM
-             flattens a short ic_bn loop too, and a body of many hundred multiply-adds no longer
-             fits the decoded-instruction cache (ResNet's 7x7 stride-2 stem, ic_bn 3: 588
-             multiply-adds unrolled ran 1.61 ms, 0.97-1.04 as a loop over kw, 2 threads; a 5x5
-             3-channel conv 0.30-0.33 vs 0.24 ms; 3x3 layers with ic_bn 16, where LLVM keeps the
-             ic_bn loop, ran alike either way); and where the taps share input columns
-             (stride_w < KW), only while the tile's accumulators, its weight vectors and one
-             broadcast input per output position fit the registers: unrolled, LLVM loads each shared
-             input once and keeps it live from one tap to the next (ResNet's 7x7 stride-2 stem
-             with ic_bn 1, as on a 32 KiB L1: 116 spills and reloads among the 196
-             multiply-adds of the unrolled row)
-  prefetch   bytes of the packed weights fetched ahead of the tile's reads (`Stage.prefetch` on
-             the ic_bn loop): PREFETCH_AHEAD when the packed weights outweigh a core's L2, else
-             0. Such weights come from memory on every call (in a model, always: the other
-             layers' data passed through since), as one stream per output-channel block, and
-             the hardware's stream prefetcher stops at each 4 KiB page, so every page starts
-             with misses that a fetch one page ahead hides (ResNet-18's 512-channel 7x7 layer,
-             2 threads, weights cold: 1.07-1.11 ms against 1.34; hot, from L3: 1.04 against
-             0.99). Not for depthwise convs, whose weights are a few KiB
-  block_rows rows of the local conv block, the parallel loop's unit, with the reduction over the
-             ic blocks outside its register tiles (0: oh_bn rows, the ic blocks inside each
-             column tile). When one output-channel block's weights (C/G x KH x KW x oc_bn)
-             overflow half the L1, every tile of an oh_bn-row block streams them from L2; with
-             the ic blocks outside the tiles, each ic block's weights (sized by ic_bn's rule to
-             half the L1) are read from L1 by every tile of the block. The most rows, a divisor
-             of OH and two or more whole row tiles (a tail tile costs what the reuse saves),
-             whose accumulators (rows x OW x oc_bn) fit the other half of the L1 while the
-             blocks still give every core CHUNKS_PER_CORE; 0 when none does (ResNet-18's
-             256-channel 14x14 layer, 2 threads, weights cold: 0.82 / 1.48 ms at the 5th
-             percentile / median with 7 rows against 0.92 / 1.57 without; its 7x7 layer with
-             7 rows of 2-row tiles 1.01 against 0.98). Not for depthwise convs
+Default rules: `conv2d_nchwc_knobs`.
 """
 from __future__ import annotations
 
@@ -122,159 +42,22 @@ from ... import te
 from ...dtype import dtype_info
 from ...topi.conv import ConvGeometry, Epilogue
 from ..schedule import Schedule
-from .rules import CHUNKS_PER_CORE, cpu_facts, first, lanes, vector_registers
+from .conv2d_nchwc_knobs import define_knobs as define_knobs, per_group
+from .rules import lanes
 
 MIN_GROUP_VECTOR = 8
 COPY_COLUMNS = 16           # columns per vector of a one-channel repack (a plain padded copy of each row)
 MAX_UNROLLED = 256          # statements per unrolled block of a 1x1 weight transpose (compile time)
-MAX_UNROLLED_FMAS = 256     # vector multiply-adds of an unrolled kernel row (unroll_kw's rule)
-MAX_UNROLLED_KW = 8         # the longest kernel row unroll_kw's rule unrolls
-PREFETCH_AHEAD = 4096       # bytes of the weight stream fetched ahead (prefetch's rule): a page
-_PREFETCH = (0, 1024, PREFETCH_AHEAD)
-_BLOCKS = (1, 2, 4, 8, 16, 32, 64)
-_COLUMNS = (1, 2, 4, 6, 7, 8, 12, 14, 16, 24, 28, 32)
-_ROWS = (1, 2, 4)
-BLOCK_ROWS = (2, 4, 8, 16, 32)
-
-
-def _per_group(g: ConvGeometry) -> tuple[int, int]:
-    """(input, output) channels of one group."""
-    return g.in_channels // g.groups, g.out_channels // g.groups
-
-
-def _blocked_channels(g: ConvGeometry) -> int:
-    """The output channels that oc_bn blocks: one group's, or every channel of a depthwise conv."""
-    return g.out_channels if g.depthwise else _per_group(g)[1]
 
 
 def applies(g: ConvGeometry) -> bool:
-    return g.depthwise or g.groups == 1 or _per_group(g)[1] >= MIN_GROUP_VECTOR
+    return g.depthwise or g.groups == 1 or per_group(g)[1] >= MIN_GROUP_VECTOR
 
 
 APPLIES = applies
 
 
-# ---- default rules ------------------------------------------------------------------------------
-
-def _capped(values: Sequence[int], cap: int) -> list[int]:
-    return sorted({min(v, cap) for v in values})
-
-
-def _oc_options(g: ConvGeometry, out_block: int) -> list[int]:
-    """Output channel blocks; with groups only divisors of F/groups (no block straddles two);
-    with a blocked output, multiples of its block (each tile writes whole blocks)."""
-    Fg = _blocked_channels(g)
-    if out_block:
-        return [v for v in (out_block, 2 * out_block, 4 * out_block) if v == out_block or v <= Fg]
-    if g.groups > 1 and not g.depthwise:
-        return [v for v in range(1, min(Fg, _BLOCKS[-1]) + 1) if Fg % v == 0]
-    return _capped(_BLOCKS[2:], 1 << (Fg - 1).bit_length())
-
-
-def _pick_oc(g: ConvGeometry, L: int, options: list[int]) -> int:
-    F = _blocked_channels(g)
-    as_wide = -(-F // (2 * L)) * 2 == -(-F // L)          # 2L blocks pad F no further than L blocks
-    want = 2 * L if (F >= 4 * L or (as_wide and _per_group(g)[0] < L)) and not g.depthwise else L
-    return max([v for v in options if v <= want] or [min(options)])
-
-
-def _tile_positions(cfg: Any, g: ConvGeometry, oc_bn: int, L: int) -> int:
-    """Output positions (rows x columns) per register tile: their oc_bn/L accumulator vectors each
-    leave registers for the oc_bn/L weight vectors and one broadcast input; for a depthwise conv
-    whose taps share input columns, also an input vector live per position (the unrolled kernel
-    row: `_unroll_kw`)."""
-    registers = vector_registers(cfg)
-    vectors = -(-oc_bn // L)
-    if _unrolled_depthwise(g):
-        return max(1, (registers - vectors) // (vectors + 1))
-    return max(1, (registers - vectors - 1) // vectors)
-
-
-def _unrolled_depthwise(g: ConvGeometry) -> bool:
-    """A depthwise conv whose kernel row unrolls with its taps sharing input columns."""
-    return g.depthwise and g.stride[1] < g.kernel[1] <= MAX_UNROLLED_KW
-
-
-def _pick_columns(OW: int, budget: int, options: list[int], least: int = 4) -> int:
-    divisors = [v for v in range(least, min(OW, budget) + 1) if OW % v == 0]
-    return max(divisors or [v for v in options if v <= budget] or [1])
-
-
-def _pick_ic(cfg: Any, g: ConvGeometry, oc_bn: int, dtype: str, options: list[int]) -> int:
-    Cg = _per_group(g)[0]
-    block = g.kernel[0] * g.kernel[1] * oc_bn * dtype_info(dtype).bytes
-    fitting = [v for v in options if v * block <= cpu_facts(cfg).l1d_bytes // 2] or [min(options)]
-    exact = [v for v in fitting if Cg % v == 0]
-    return max(exact) if exact and 2 * max(exact) >= max(fitting) else max(fitting)
-
-
-def define_knobs(cfg: Any, g: ConvGeometry, N: int, dtype: str, when: tuple[str, tuple[str, ...]],
-                 x_block: int = 0, out_block: int = 0) -> None:
-    """The block sizes and tile shape, first values by the rules in the module docstring. With X
-    blocked (`x_block`), ic_bn divides its block; with the output blocked, oc_bn is a multiple
-    of that block."""
-    L, (OH, OW) = lanes(cfg, dtype), g.out
-    oc_options = _oc_options(g, out_block)
-    oc_bn = _pick_oc(g, L, oc_options)
-    budget = _tile_positions(cfg, g, oc_bn, L)
-    columns, rows = _capped(_COLUMNS, OW), _capped(_ROWS, OH)
-    reg_n = _pick_columns(OW, budget, columns, 8 if _unrolled_depthwise(g) else 4)
-    few_channels = _per_group(g)[0] < L          # ic_bn 1, and whole row tiles only (oh_bn's rule)
-    oh_bn = max(v for v in rows if (v * reg_n <= budget and (OH % v == 0 or not few_channels)) or v == 1)
-    cfg.define_knob("nchwc_oc_bn", first(oc_bn, oc_options), when=when)
-    ic_bn = 1
-    if not g.depthwise:
-        ic_options = _capped(_BLOCKS, _per_group(g)[0])
-        if x_block:
-            ic_options = [v for v in ic_options if x_block % v == 0]
-        ic_bn = 1 if few_channels else _pick_ic(cfg, g, oc_bn, dtype, ic_options)
-        cfg.define_knob("nchwc_ic_bn", first(ic_bn, ic_options), when=when)
-    cfg.define_knob("nchwc_reg_n", first(reg_n, columns), when=when)
-    cfg.define_knob("nchwc_oh_bn", first(oh_bn, rows), when=when)
-    cfg.define_knob("nchwc_unroll_kw", first(int(_unroll_kw(cfg, g, ic_bn, oc_bn, oh_bn, reg_n, L)), [1, 0]),
-                    when=when)
-    if not g.depthwise:
-        weights = g.out_channels * _per_group(g)[0] * g.kernel[0] * g.kernel[1] * dtype_info(dtype).bytes
-        ahead = PREFETCH_AHEAD if weights > cpu_facts(cfg).l2_bytes else 0
-        cfg.define_knob("nchwc_prefetch", first(ahead, _PREFETCH), when=when, absent=0)   # older records: none
-        options = _block_rows_options(OH)
-        rows_default = _pick_block_rows(cfg, g, N, oc_bn, oh_bn, dtype, options)
-        cfg.define_knob("nchwc_block_rows", first(rows_default, [0, *options]), when=when, absent=0)
-
-
-def _unroll_kw(cfg: Any, g: ConvGeometry, ic_bn: int, oc_bn: int, oh_bn: int, reg_n: int, L: int) -> bool:
-    """unroll_kw's rule (module docstring)."""
-    vectors = max(1, oc_bn // L)
-    if g.kernel[1] > MAX_UNROLLED_KW or g.kernel[1] * ic_bn * oh_bn * reg_n * vectors > MAX_UNROLLED_FMAS:
-        return False
-    live = oh_bn * reg_n * vectors + vectors + oh_bn * reg_n
-    return g.stride[1] >= g.kernel[1] or live <= vector_registers(cfg)
-
-
-def _block_rows_options(OH: int) -> list[int]:
-    """Block heights: the divisors of OH from 2 to BLOCK_ROWS' largest, and BLOCK_ROWS' values
-    below OH (a tail block where they do not divide it)."""
-    return sorted({d for d in range(2, min(OH, BLOCK_ROWS[-1]) + 1) if OH % d == 0}
-                  | {r for r in BLOCK_ROWS if r < OH})
-
-
-def _pick_block_rows(cfg: Any, g: ConvGeometry, N: int, oc_bn: int, oh_bn: int, dtype: str,
-                     options: list[int]) -> int:
-    """block_rows' rule (module docstring)."""
-    facts, (OH, OW), nbytes = cpu_facts(cfg), g.out, dtype_info(dtype).bytes
-    if _per_group(g)[0] * g.kernel[0] * g.kernel[1] * oc_bn * nbytes <= facts.l1d_bytes // 2:
-        return 0
-    blocks = N * g.groups * -(-_per_group(g)[1] // oc_bn)
-
-    def fits(rows: int) -> bool:
-        return (rows * OW * oc_bn * nbytes <= facts.l1d_bytes // 2
-                and blocks * -(-OH // rows) >= CHUNKS_PER_CORE * facts.cores)
-
-    return max([r for r in options if OH % r == 0 and r % oh_bn == 0 and r >= 2 * oh_bn and fits(r)] or [0])
-
-
 # ---- computes -----------------------------------------------------------------------------------
-
 def _read_extent(g: ConvGeometry, axis: int) -> int:
     """Rows (axis 0) or columns (axis 1) of the padded input the conv reads."""
     return (g.out[axis] - 1) * g.stride[axis] + (g.kernel[axis] - 1) * g.dilation[axis] + 1
@@ -309,7 +92,7 @@ def pack_data(X: te.Tensor, g: ConvGeometry, ic_bn: int) -> tuple[te.Tensor, tup
     """X as N x G*CB x H' x W' x ic_bn, zero outside X and in each group's channel tail; with
     the strides at which the conv reads it."""
     N, _, H, W = X.shape
-    Cg, groups = (g.in_channels, 1) if g.depthwise else (_per_group(g)[0], g.groups)
+    Cg, groups = (g.in_channels, 1) if g.depthwise else (per_group(g)[0], g.groups)
     CB = -(-Cg // ic_bn)
     zero = te.const(0, X.dtype)
 
