@@ -3,7 +3,8 @@
 Each non-inline stage becomes a loop nest over its leaf axes; root axes are recovered from the
 leaves through the split/fuse relations; a tail that does not divide gets a guard at the
 outermost loop where its variables are all bound. Stages attached with compute_at are built at
-their attach loop with a buffer the size of the inferred region. Tensor reads become flat
+their attach loop with a buffer the size of the inferred region, or in an output's buffer
+(`Stage.store_in`, checked by `autotune.ir.inplace`). Tensor reads become flat
 buffer loads; reads inside an if_then_else branch, or under a reduction's condition, are predicated
 so they never go out of bounds.
 """
@@ -23,6 +24,7 @@ from .bounds import const_bound
 from .builder import flat_index
 from .functor import uses_var
 from .infer_bound import BoundInference, pass_up
+from .inplace import check_store_in
 from .nodes import Allocate, Buffer, For, ForKind, IfThenElse, Load, Stmt, Store, ThreadAllReduce, seq
 from .prefetch import prefetches
 
@@ -79,6 +81,11 @@ class NestBuilder:
                 self.offsets[id(st)] = [rng[iv].min for iv in op.axis]
             elif id(st) not in self.buffers:
                 self.buffers[id(st)] = Buffer(st.name, op.shape, op.dtype, st.scope)
+        for st in schedule.stages:
+            if st.storage is not None and id(st) in self.buffers:
+                check_store_in(schedule, bounds, st)
+                self.buffers[id(st)] = self.buffers[id(st.storage)]
+                del self.offsets[id(st)]        # indexed as the output is: whole-tensor indices
 
     def _has_code(self, st: Stage) -> bool:
         """Computes that are not inlined (they have inferred bounds) and extern ops."""
@@ -130,7 +137,8 @@ class NestBuilder:
         offset = pass_up(st, ext, {iv: iv.var for iv in leaves})
         subst = {iv.var: rng[iv].min + offset[iv] for iv in rng}
         buf = self.buffers[id(st)]
-        out_index = flat_index(buf.shape, [offset[iv] for iv in op.axis])
+        in_output = st.storage is not None      # indexed as the output is, not from the region's start
+        out_index = flat_index(buf.shape, [rng[iv].min + offset[iv] if in_output else offset[iv] for iv in op.axis])
         guards = self._guards(st, offset, ext, rng)
         body = substitute(self.bounds.body(st), subst)
         if not isinstance(body, Reduce):
@@ -254,7 +262,8 @@ class NestBuilder:
             return body
         out = seq(*(self.stage_nest(a) for a in stages), body)
         for a in reversed(stages):
-            out = Allocate(self.buffers[id(a)], out)
+            if a.storage is None:
+                out = Allocate(self.buffers[id(a)], out)
         return out
 
 

@@ -55,6 +55,7 @@ class Stage:
         self.schedule = schedule
         self.scope = scope
         self.double_buffered = False
+        self.storage: Stage | None = None      # store_in: the output whose buffer holds this stage
         self.is_output = False
         self.attach = "root"                  # "root" | "inline" | "scope"
         self.attach_stage: Stage | None = None
@@ -253,6 +254,25 @@ class Stage:
 
         check_scope(scope, f"set_scope of {self.name}")
         self.scope = scope
+
+    def store_in(self, output: Stage) -> None:
+        """Keep this attached stage's values in `output`'s buffer instead of a buffer of its own;
+        `output` then overwrites them in place, element by element. For a row-sized intermediate
+        that the output reads back once (softmax's exp): its own buffer would cost one more pass,
+        whose stores to the output all miss, instead of stores hidden behind the computation.
+
+        Checked when lowering (`autotune.ir.inplace`): `output` is an output at root, of the
+        same shape and dtype, read by nothing, reading this stage only at its own index; this
+        stage is attached at one of its loops, with every other reader, and every axis of
+        `output` runs wholly outside or wholly inside that loop."""
+        self._require_compute("store_in")
+        check(isinstance(output, Stage), f"store_in of {self.name}: expected a Stage (s[T]), got "
+                                         f"{type(output).__name__}")
+        check(output.is_output, f"store_in of {self.name}: {output.name} is not an output")
+        check(tuple(output.op.shape) == tuple(self.op.shape) and output.op.dtype == self.op.dtype,
+              f"store_in of {self.name}: {output.name} is {output.op.dtype}{list(output.op.shape)}, "
+              f"{self.name} is {self.op.dtype}{list(self.op.shape)}")
+        self.storage = output
 
     def compute_inline(self) -> None:
         """Substitute this stage's expression into its consumers (no buffer, no loops)."""

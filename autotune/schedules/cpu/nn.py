@@ -76,7 +76,10 @@ def schedule_row_stages(s: Schedule, out: te.Tensor, row: Any, vec: int) -> None
     """Compute every stage feeding `out` at `out`'s loop `row`.
 
     Lane partials loop over blocks outside the lanes (a vector accumulator), tails and folds are
-    one vector op, row-sized pointwise stages are split by `vec` and vectorized.
+    one vector op, row-sized pointwise stages are split by `vec`, vectorized and kept in `out`'s
+    row (`store_in`), which `out` then scales in place: a buffer of their own would make `out`'s
+    stores, which miss the cache, a pass of their own (softmax 37 x 50257 on a Zen 5: 196 -> 165
+    us, 4096 x 1024: 658 -> 514 us).
     """
     for st in list(s.stages):
         op = st.op
@@ -92,6 +95,7 @@ def schedule_row_stages(s: Schedule, out: te.Tensor, row: Any, vec: int) -> None
         elif op.tag == ROW_ELEMWISE:
             _, ji = st.split(op.axis[-1], vec)
             st.vectorize(ji)
+            st.store_in(s[out])
 
 
 def _rowwise(cfg, out: te.Tensor) -> Schedule:
@@ -129,11 +133,12 @@ def log_softmax_reference(x: np.ndarray, **_: Any) -> np.ndarray:
 def softmax_template(cfg, M: int, N: int, dtype: str = "float32"):
     """Row max, exp, row sum and scaling in one pass per row (stats at the row loop).
 
-    Default: the row rules (`row_knobs`); exp stored when a row fits in half of L2 (read back
-    from cache instead of recomputed), else recomputed."""
+    Default: the row rules (`row_knobs`); exp stored in Y's row (see `schedule_row_stages`),
+    not recomputed: reading a row back costs less than a second exp per element, even from
+    memory (a Zen 5, 2 threads: 6 x 131101 71 vs 95 us, 8 x 300007 266 vs 314 us)."""
     _check_rows("softmax", M, N)
     row_knobs(cfg, M, N, dtype)
-    cfg.define_knob("store_exp", first(int(N * dtype_info(dtype).bytes <= cpu_facts(cfg).l2_bytes // 2), [0, 1]))
+    cfg.define_knob("store_exp", [1, 0])
     X = te.placeholder((M, N), dtype, name="X")
     Y = topi_nn.softmax(X, lanes=cfg["lanes"].val, store_exp=bool(cfg["store_exp"].val))
     return _rowwise(cfg, Y), [X, Y]
