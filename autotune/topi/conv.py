@@ -70,6 +70,9 @@ class ConvGeometry:
 # output value, e.g. bias + relu `lambda v, i: te.maximum(v + bias[i[1]], 0)`. Algorithms apply it
 # to the output tile while it is local, so the pre-activation never reaches memory.
 Epilogue = Callable[[te.Expr, tuple[te.Expr, te.Expr, te.Expr, te.Expr]], te.Expr]
+# a stage after a conv algorithm's NCHW output, given that output, which becomes an inner
+# stage at root: the sub-pixel conv's depth-to-space (`autotune.topi.conv_transpose`)
+Finish = Callable[[te.Tensor], te.Tensor]
 
 
 def conv_geometry(op: str, C: int, F: int, spatial: Sequence[int], kernel: Sequence[int], stride: Any,

@@ -6,10 +6,19 @@ Layouts: X (N, C, H, W), W (C, F/groups, KH, KW), Y (N, F, OH, OW) with
 3-d: X (N, C, D, H, W), W (C, F/groups, KD, KH, KW), Y (N, F, OD, OH, OW), each axis alike.
 Input channel c belongs to group c // (C / groups) and feeds that group's F/groups outputs.
 
-The compute is a gather: output (oy, ox) sums, over the kernel offsets (ky, kx) and its group's
-input channels, the input at ((oy + pad_top - ky*dh) / sh, ...) where that division is exact. The
-input is zero-padded so that every floor of it lands inside: the only guard left is exactness
-(none when the stride is 1, where this is a conv with a flipped kernel).
+Two computes:
+- the gather: output (oy, ox) sums, over the kernel offsets (ky, kx) and its group's input
+  channels, the input at ((oy + pad_top - ky*dh) / sh, ...) where that division is exact. The
+  input is zero-padded so that every floor of it lands inside: the only guard left is exactness
+  (none when the stride is 1, where this is a conv with a flipped kernel). With a stride, all
+  but one in sh*sw of the offsets an output visits fail it: work computed and thrown away.
+- the sub-pixel conv (2-d, dilation 1): output row oy takes its taps from the kernel rows
+  ky = r + sh*j, r = (oy + pad_top) % sh, at input rows u - j, u = (oy + pad_top) // sh. Each
+  phase (r, r') of the output is thus a stride-1 conv of the input with a kernel of
+  ceil(KH/sh) x ceil(KW/sw) taps (flipped; zero where a phase has fewer), so all phases are one
+  conv with F*sh*sw output channels (`subpixel_geometry`, `subpixel_weights`), whose output the
+  phases interleave (`depth_to_space`, ONNX DepthToSpace in CRD order, cropped): only the
+  multiply-adds of the taps that exist, through any conv algorithm.
 """
 from __future__ import annotations
 
@@ -19,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from .. import te
-from .conv import _in_channel, _ints, pad
+from .conv import ConvGeometry, _in_channel, _ints, conv_geometry, pad
 
 
 @dataclass(frozen=True)
@@ -105,6 +114,52 @@ def conv_transpose_nchw(X: te.Tensor, Wt: te.Tensor, g: TransposeGeometry,
     else:
         Y = te.compute((N, g.out_channels, *g.out), lambda n, f, z, y, x: body(n, f, z, y, x), name=name)
     return P, Y
+
+
+def _subpixel_taps(g: TransposeGeometry) -> tuple[int, ...]:
+    return tuple(-(-k // s) for k, s in zip(g.kernel, g.stride))
+
+
+def subpixel_geometry(g: TransposeGeometry) -> ConvGeometry:
+    """The stride-1 conv (module docstring) of a 2-d transposed conv with dilation 1: F*sh*sw
+    output channels, ceil(K/s) taps per axis, padded by taps - 1 before and after by what the
+    last output row's u reads past the input; its output covers u from 0, the rows before
+    pad_top // sh computed and cropped."""
+    taps = _subpixel_taps(g)
+    last = [(o - 1 + lo) // s for o, lo, s in zip(g.out, g.pad_before, g.stride)]
+    after = [max(0, u - n + 1) for u, n in zip(last, g.spatial)]
+    return conv_geometry("conv_transpose2d", g.in_channels, g.out_channels * g.stride[0] * g.stride[1], g.spatial,
+                         taps, 1, (*(t - 1 for t in taps), *after), 1, g.groups)
+
+
+def subpixel_weights(Wt: te.Tensor, g: TransposeGeometry) -> te.Tensor:
+    """The sub-pixel conv's weights (F*sh*sw x C/groups x JH x JW) from W (C x F/groups x KH x
+    KW): output channel f*sh*sw + r*sw + r' is phase (r, r') of f; its tap (jy, jx) is kernel
+    offset (r + sh*(JH-1-jy), r' + sw*(JW-1-jx)), zero past the kernel."""
+    C, Fg, KH, KW = Wt.shape
+    (sh, sw), (JH, JW), groups = g.stride, _subpixel_taps(g), g.groups
+    Cg, zero = C // groups, te.const(0, Wt.dtype)
+
+    def elem(fp: Any, c: Any, jy: Any, jx: Any) -> Any:
+        f, phase = fp // (sh * sw), fp % (sh * sw)
+        ky, kx = phase // sw + sh * (JH - 1 - jy), phase % sw + sw * (JW - 1 - jx)
+        value = Wt[_in_channel(f, c, groups, Fg, Cg), f % Fg if groups > 1 else f, ky, kx]
+        inside = ([ky < KH] if KH % sh else []) + ([kx < KW] if KW % sw else [])
+        return te.if_then_else(te.all(*inside), value, zero) if inside else value
+
+    return te.compute((g.out_channels * sh * sw, Cg, JH, JW), elem, name="subpixel_w")
+
+
+def depth_to_space(Z: te.Tensor, g: TransposeGeometry, name: str = "Y") -> te.Tensor:
+    """The transposed conv's output from the sub-pixel conv's: Y[n, f, oy, ox] is phase
+    ((oy + pt) % sh, (ox + pl) % sw) of f at ((oy + pt) // sh, (ox + pl) // sw)."""
+    (sh, sw), (pt, pl) = g.stride, g.pad_before
+
+    def elem(n: Any, f: Any, oy: Any, ox: Any) -> Any:
+        y, x = oy + pt, ox + pl
+        return Z[n, f * (sh * sw) + (y % sh) * sw + x % sw, y // sh, x // sw]
+
+    return te.compute((Z.shape[0], g.out_channels, *g.out), elem, name=name)
 
 
 def conv_transpose_reference(x: np.ndarray, w: np.ndarray, g: TransposeGeometry) -> np.ndarray:

@@ -29,8 +29,8 @@ def _check_configs(op, n_random=2, seed=0, exact=False, **params):
     task = autotune.create_task(op, **params)
     inputs = task.make_inputs(np.random.default_rng(seed))
     want = task.reference(inputs)
-    space = len(task.config_space)
-    picks = [0] + random.Random(seed).sample(range(1, space), min(n_random, space - 1))
+    rng = random.Random(seed)
+    picks = list(dict.fromkeys([0] + [task.config_space.random_index(rng) for _ in range(n_random)]))
     reduction = max(1, math.prod(task.arg_specs[0][0]) // max(1, math.prod(task.arg_specs[-1][0])))
     for index in picks:
         s, args = task.instantiate(index)

@@ -23,6 +23,44 @@ def test_conv_transpose2d_matches_numpy_at_several_configs(check_configs, params
     check_configs("conv_transpose2d", n_random=3, **params)
 
 
+SUBPIXEL_CASES = [
+    CASES[0],                                                    # 3x3 stride 2: phases of 2 and 1 taps
+    dict(N=1, C=5, H=6, W=9, F=7, KH=4, KW=4, stride=2, padding=1, output_padding=0, dilation=1, groups=1),
+    dict(N=2, C=6, H=5, W=4, F=3, KH=5, KW=2, stride=(3, 2), padding=(2, 0, 1, 1), output_padding=(2, 1),
+         dilation=1, groups=3),
+    dict(N=1, C=3, H=4, W=5, F=4, KH=1, KW=1, stride=2, padding=0, output_padding=1, dilation=1, groups=1),
+    dict(N=1, C=16, H=6, W=7, F=16, KH=3, KW=3, stride=1, padding=0, output_padding=0, dilation=1, groups=1),
+]
+
+
+@pytest.mark.parametrize("params", SUBPIXEL_CASES)
+def test_every_method_gives_numpys_answer(params):
+    """The sub-pixel conv under each conv algorithm that applies (their default knobs), and the
+    gather: with kernels a stride does not divide, asymmetric padding, output padding, groups,
+    a 1x1 kernel whose phases have no taps, and stride 1."""
+    task = autotune.create_task("conv_transpose2d", **params)
+    x = task.make_inputs(np.random.default_rng(3))
+    want = task.reference(x)[0]
+    knob = task.config_space.knobs["subpixel.algorithm"]
+    methods = [e.val for e in knob.entities]
+    assert methods[-1] == "gather" and len(methods) > 1
+    defaults = task.config(0).to_json()["knobs"]
+    for method in methods:
+        config = task.config_space.from_json({"knobs": {**defaults, "subpixel.algorithm": method}})
+        got = np.full(want.shape, np.nan, np.float32)
+        autotune.build(*task.instantiate(config.index))(*x, got)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=method)
+
+
+def test_a_dilated_transposed_conv_is_a_gather_and_old_records_load_as_one():
+    dilated = autotune.create_task("conv_transpose2d", **CASES[1])
+    assert [e.val for e in dilated.config_space.knobs["subpixel.algorithm"].entities] == ["gather"]
+    task = autotune.create_task("conv_transpose2d", **CASES[0])
+    assert task.config(0)["subpixel.algorithm"].val != "gather"
+    old = {k: v for k, v in task.config(0).to_json()["knobs"].items() if not k.startswith("subpixel.")}
+    assert task.config_space.from_json({"knobs": old})["subpixel.algorithm"].val == "gather"
+
+
 def test_the_task_counts_the_scatters_work_not_the_skipped_taps():
     task = autotune.create_task("conv_transpose2d", **CASES[0])
     assert task.flop == 2 * 1 * 4 * 5 * 7 * 3 * 3 * 3

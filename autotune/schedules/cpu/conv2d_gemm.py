@@ -58,7 +58,7 @@ from typing import Any
 from ... import te
 from ...dtype import dtype_info
 from ...schedules.schedule import Schedule
-from ...topi.conv import ConvGeometry, Epilogue
+from ...topi.conv import ConvGeometry, Epilogue, Finish
 from . import rules
 
 ROWS = (1, 2, 4, 6, 8, 12, 16)
@@ -147,7 +147,7 @@ def _default_order(cfg: Any, g: ConvGeometry, N: int, bn: int) -> str:
 
 
 def build(cfg: Any, X: te.Tensor, Wt: te.Tensor, g: ConvGeometry, epilogue: Epilogue | None,
-          extra: Sequence[te.Tensor]) -> tuple[Schedule, te.Tensor]:
+          extra: Sequence[te.Tensor], finish: Finish | None = None) -> tuple[Schedule, te.Tensor]:
     """The NCHW output of conv2d(X, Wt) with geometry g through the packed GEMM, scheduled.
     `extra` are the tensors the epilogue reads (placeholders: nothing of theirs to schedule)."""
     bn = cfg["gemm_tile_p"].size[-1]
@@ -160,9 +160,10 @@ def build(cfg: Any, X: te.Tensor, Wt: te.Tensor, g: ConvGeometry, epilogue: Epil
         return v if epilogue is None else epilogue(v, (n, f, y, x))
 
     out = te.compute((N, F, OH, OW), out_value, name="Y")
-    s = te.create_schedule(out.op)
+    final = finish(out) if finish else out
+    s = te.create_schedule(final.op)
     _schedule(cfg, s, out, G, col, g)
-    return s, out
+    return s, final
 
 
 def _col_panels(X: te.Tensor, Wt: te.Tensor, g: ConvGeometry, bn: int) -> te.Tensor:

@@ -138,7 +138,7 @@ from ... import te
 from ...dtype import dtype_info
 from ...errors import InstantiationError
 from ...topi import conv as topi_conv
-from ...topi.conv import ConvGeometry, Epilogue
+from ...topi.conv import ConvGeometry, Epilogue, Finish
 from ..schedule import Schedule
 from .rules import CHUNKS_PER_CORE, closest, cpu_facts, first, lanes, split_first
 
@@ -310,13 +310,14 @@ def schedule_nchw(cfg: Any, s: Schedule, P: te.Tensor, Y: te.Tensor, out: te.Ten
 
 
 def build(cfg: Any, X: te.Tensor, Wt: te.Tensor, g: ConvGeometry, epilogue: Epilogue | None,
-          extra: Sequence[te.Tensor]) -> tuple[Schedule, te.Tensor]:
+          extra: Sequence[te.Tensor], finish: Finish | None = None) -> tuple[Schedule, te.Tensor]:
     """The direct NCHW conv (pad stage, local tile), the epilogue as a pointwise stage on the tile;
     `extra` (the epilogue's own inputs) are read in place."""
     padding = (*g.pad_before, *g.pad_after)
     conv = topi_conv.conv2d_nchw_phased if cfg["pad"].val == "phases" else topi_conv.conv2d_nchw
     P, Y = conv(X, Wt, g.stride, padding, g.dilation, g.groups, name="Y" if epilogue is None else "conv")
     out = Y if epilogue is None else topi_conv.apply_epilogue(Y, epilogue)
-    s = te.create_schedule(out.op)
+    final = finish(out) if finish else out
+    s = te.create_schedule(final.op)
     schedule_nchw(cfg, s, P, Y, out, g.has_padding, g.kernel[1])
-    return s, out
+    return s, final

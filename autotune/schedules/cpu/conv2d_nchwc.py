@@ -40,7 +40,7 @@ from typing import Any
 
 from ... import te
 from ...dtype import dtype_info
-from ...topi.conv import ConvGeometry, Epilogue
+from ...topi.conv import ConvGeometry, Epilogue, Finish
 from ..schedule import Schedule
 from .conv2d_nchwc_knobs import define_knobs as define_knobs, per_group
 from .rules import lanes
@@ -290,7 +290,7 @@ def _schedule_packing(s: Schedule, D: te.Tensor, K: te.Tensor, vector: int) -> N
 
 
 def build(cfg: Any, X: te.Tensor, Wt: te.Tensor, g: ConvGeometry, epilogue: Epilogue | None,
-          extra: Sequence[te.Tensor], out_block: int = 0) -> tuple[Schedule, te.Tensor]:
+          extra: Sequence[te.Tensor], out_block: int = 0, finish: Finish | None = None) -> tuple[Schedule, te.Tensor]:
     """The conv2d of X and Wt (epilogue on the local tile) through the blocked layout; `extra`
     (the epilogue's own inputs) are read in place. X is NCHW, or blocked (5-d: N x C/b x H x W
     x b); the output NCHW, or blocked by `out_block`."""
@@ -300,10 +300,11 @@ def build(cfg: Any, X: te.Tensor, Wt: te.Tensor, g: ConvGeometry, epilogue: Epil
     K = pack_depthwise_kernel(Wt, oc_bn) if g.depthwise else pack_kernel(Wt, ic_bn, oc_bn)
     conv = blocked_conv(D, K, g, oc_bn, steps)
     out = blocked_output(conv, g, epilogue, out_block) if out_block else unpack(conv, g, epilogue)
-    s = te.create_schedule(out.op)
+    final = finish(out) if finish else out
+    s = te.create_schedule(final.op)
     _schedule_packing(s, D, K, lanes(cfg, X.dtype))
     schedule_output = _schedule_blocked_output if out_block else _schedule_output
     block_rows = 0 if g.depthwise else cfg["nchwc_block_rows"].val
     block = schedule_output(s, out, oc_bn, block_rows or cfg["nchwc_oh_bn"].val, lanes(cfg, out.dtype))
     _schedule_conv(cfg, s, conv, K, out, block, block_rows)
-    return s, out
+    return s, final

@@ -36,7 +36,7 @@ from ...dtype import dtype_info
 from ...errors import InstantiationError
 from ...schedules.schedule import Schedule
 from ...topi import winograd as topi_wino
-from ...topi.conv import ConvGeometry, Epilogue
+from ...topi.conv import ConvGeometry, Epilogue, Finish
 from .rules import cpu_facts, first, lanes, largest_fitting, vector_registers
 
 TILE_SIZES = (2, 4)
@@ -104,7 +104,7 @@ def define_knobs(cfg: Any, g: ConvGeometry, N: int, dtype: str, when: tuple[str,
 
 
 def build(cfg: Any, X: te.Tensor, Wt: te.Tensor, g: ConvGeometry, epilogue: Epilogue | None,
-          extra: Sequence[te.Tensor]) -> tuple[Schedule, te.Tensor]:
+          extra: Sequence[te.Tensor], finish: Finish | None = None) -> tuple[Schedule, te.Tensor]:
     """The NCHW output of the conv with `epilogue` applied, and its schedule. `extra` (the
     epilogue's own inputs) needs no stage: the epilogue reads them where it runs."""
     N, F = X.shape[0], Wt.shape[0]
@@ -120,7 +120,8 @@ def build(cfg: Any, X: te.Tensor, Wt: te.Tensor, g: ConvGeometry, epilogue: Epil
     Bd, V = topi_wino.input_transform(D, m, tiles)
     M = topi_wino.batched_gemm(U, V)
     AM, R, out = topi_wino.output_transform(M, m, (N, F, g.out[0], g.out[1]), tiles, epilogue)
-    s = te.create_schedule(out.op)
+    final = finish(out) if finish else out
+    s = te.create_schedule(final.op)
     _schedule_pad(s, D, vec)
     _schedule_input(s, Bd, V, vec)
     chunk = cfg["winograd_kernel_chunk"].val
@@ -131,7 +132,7 @@ def build(cfg: Any, X: te.Tensor, Wt: te.Tensor, g: ConvGeometry, epilogue: Epil
         _schedule_gemm(cfg, s, M, bf)
         _schedule_kernel(s, Gg, U, None)
     _schedule_output(s, AM, R, out, m, vec)
-    return s, out
+    return s, final
 
 
 def _schedule_pad(s: Schedule, D: te.Tensor, vec: int) -> None:
