@@ -171,31 +171,37 @@ def batch_norm(x: te.Tensor, mean: te.Tensor, var: te.Tensor, gamma: te.Tensor, 
     return te.compute(x.shape, lambda b, ch, h, w: (x[b, ch, h, w] - mean[ch]) * scale[ch] + beta[ch], name=name)
 
 
-def instance_norm(x: te.Tensor, scale: te.Tensor, bias: te.Tensor, eps: float, name: str = "Y") -> te.Tensor:
+def instance_norm(x: te.Tensor, scale: te.Tensor, bias: te.Tensor, eps: float, lanes: int = 1,
+                  name: str = "Y") -> te.Tensor:
     """Instance norm of x (N, C, *spatial): per (n, c) plane, y = (x - mean) / sqrt(var + eps) *
     scale[c] + bias[c] with the plane's mean and biased variance (two passes: mean, then squared
-    deviations). The statistics reduce over every spatial axis, so they are (N, C) stages a
-    schedule computes at the output's plane loop."""
+    deviations). The statistics reduce over the plane flattened (its elements are contiguous),
+    as `lanes` partials, so they are (N, C) stages a schedule computes at the output's plane loop."""
     if x.ndim < 3:
         raise ValueError(f"instance_norm: x must be (N, C, *spatial) with a spatial axis, got shape {x.shape}")
     c, spatial = x.shape[1], x.shape[2:]
     for nm, t in (("scale", scale), ("bias", bias)):
         _check_vector("instance_norm", nm, t, c, x.dtype)
-    inv_n = te.const(1.0 / math.prod(spatial), x.dtype)
+    size = math.prod(spatial)
+    inv_n = te.const(1.0 / size, x.dtype)
 
-    def plane_sum(f: Callable[[tuple, tuple], Expr], nm: str) -> te.Tensor:
-        ks = [te.reduce_axis((0, d), name=f"{nm}.k{a}") for a, d in enumerate(spatial)]
-        return te.compute(x.shape[:2], lambda n, ch: te.sum(f((n, ch), tuple(k.var for k in ks)), axis=ks),
-                          name=nm, tag=ROW_REDUCE)
+    def element(nc: Sequence[Var], j: Expr) -> Expr:
+        """x at position j of plane nc, the spatial indices recovered from j (row-major)."""
+        index, stride = [], size
+        for axis, d in enumerate(spatial):
+            stride //= d
+            q = j // stride if stride > 1 else j
+            index.append(q % d if axis else q)
+        return x[(*nc, *index)]
 
-    total = plane_sum(lambda nc, sp: x[(*nc, *sp)], "sum")
+    total = row_reduce(element, x.shape[:2], size, "sum", lanes, name="sum")
     mean = te.compute(x.shape[:2], lambda n, ch: total[n, ch] * inv_n, name="mean", tag=ROW_SCALAR)
 
-    def sq_dev(nc: tuple, sp: tuple) -> Expr:
-        d = x[(*nc, *sp)] - mean[nc]
+    def sq_dev(nc: Sequence[Var], j: Expr) -> Expr:
+        d = element(nc, j) - mean[tuple(nc)]
         return d * d
 
-    ssq = plane_sum(sq_dev, "sqdev")
+    ssq = row_reduce(sq_dev, x.shape[:2], size, "sum", lanes, name="sqdev")
     rstd = te.compute(x.shape[:2], lambda n, ch: te.rsqrt(ssq[n, ch] * inv_n + te.const(eps, x.dtype)), name="rstd",
                       tag=ROW_SCALAR)
     return te.compute(x.shape, lambda *i: (x[i] - mean[i[:2]]) * rstd[i[:2]] * scale[i[1]] + bias[i[1]], name=name)

@@ -3,6 +3,7 @@ InstanceNormalization through onnx's reference evaluator, and bad input."""
 import numpy as np
 import pytest
 
+import autotune
 from autotune import ops
 
 from .onnx_reference import run_node
@@ -11,6 +12,13 @@ from .onnx_reference import run_node
 @pytest.mark.parametrize("shape", [(2, 3, 7, 9), (1, 5, 13), (2, 2, 3, 5, 17)])
 def test_instance_norm_matches_numpy_at_several_configs(check_configs, shape):
     check_configs("instance_norm", n_random=3, shape=shape, eps=1e-3)
+
+
+def test_the_plane_statistics_run_as_vector_lanes_and_old_records_as_one():
+    task = autotune.create_task("instance_norm", shape=(1, 64, 56, 56))
+    assert "sum.part[ramp(0, 1, 32)] = (sum.part[ramp(0, 1, 32)] + X[ramp(" in str(task.lower(0))
+    old = task.config_space.from_json({"knobs": {"tile_j": [-1, 16], "parallel": 1}})
+    assert old["lanes"].val == 1
 
 
 def test_instance_norm_follows_onnx():
