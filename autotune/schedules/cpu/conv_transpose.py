@@ -99,8 +99,12 @@ def _subpixel(cfg: Any, X: te.Tensor, Wt: te.Tensor, g: topi.TransposeGeometry) 
     """The sub-pixel conv by its algorithm knob, then the depth-to-space: output rows in
     parallel, vectorised along the width (reads of the conv's output in phase order)."""
     build = ALGORITHMS[cfg["algorithm"].val].build
-    s, Y = build(cfg, X, topi.subpixel_weights(Wt, g), topi.subpixel_geometry(g), None, (),
-                 finish=lambda Z: topi.depth_to_space(Z, g))
+    weights = topi.subpixel_weights(Wt, g)
+    s, Y = build(cfg, X, weights, topi.subpixel_geometry(g), None, (), finish=lambda Z: topi.depth_to_space(Z, g))
+    if any(st.op.reduce_axis for st in s.readers(s[weights])):
+        s[weights].parallel(s[weights].op.axis[0])      # read by the conv's loops: computed once
+    else:
+        s[weights].compute_inline()                     # into the algorithm's own repack of them
     n, f, oy, ox = Y.op.axis
     s[Y].parallel(s[Y].fuse(n, f, oy))
     s[Y].vectorize(s[Y].split(ox, lanes(cfg, Y.dtype))[1])
