@@ -81,17 +81,38 @@ def _binary(b: Builder, node: Any, attrs: Attrs) -> None:
     binary(b, BINARY[node.op_type], x, like(b, y, b.dtype(x)), out=b.out())
 
 
+SMALL_POWERS = (1.0, 2.0, 3.0)    # constant exponents computed as products
+
+
 @converts("Pow")
 def _pow(b: Builder, node: Any, attrs: Attrs) -> None:
     """x ** y in x's dtype; an integer x is raised in float64 (exact for every int32 result and for
-    int64 ones below 2**53) and cast back, truncating as numpy's astype does."""
+    int64 ones below 2**53) and cast back, truncating as numpy's astype does. A float x to a
+    constant exponent of 1, 2 or 3 (x ** 2 in exported norms, x ** 3 in tanh-GELU) is x, x*x or
+    x*x*x, as onnxruntime computes them: "power" is a libm call per element (1000 x 1001 floats
+    squared on a Zen 5: 3.6 ms against onnxruntime's 0.13)."""
     x, y = node.input[0], node.input[1]
+    exponent = b.const(y)
+    if (is_float(b.dtype(x)) and exponent is not None and exponent.size == 1
+            and float(exponent.reshape(())) in SMALL_POWERS and b.out_shape() == b.shape(x)):
+        _product_power(b, x, int(exponent.reshape(())))
+        return
     if is_float(b.dtype(x)):
         binary(b, "power", x, like(b, y, b.dtype(x)), out=b.out())
         return
     raised = binary(b, "power", like(b, x, "float64"), like(b, y, "float64"))
     b.kernel("cast", [raised], {"shape": b.shape(raised), "to": b.dtype(x)}, b.shape(raised), b.dtype(x),
              out=b.out())
+
+
+def _product_power(b: Builder, x: str, n: int) -> None:
+    """x ** n for n in 1..3 as products of x."""
+    if n == 1:
+        b.view(x, b.out_shape(), b.out())
+        return
+    acc = x
+    for k in range(2, n + 1):
+        acc = binary(b, "mul", acc, x, out=b.out() if k == n else None)
 
 
 @converts(*COMPARE)

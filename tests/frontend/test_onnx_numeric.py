@@ -129,6 +129,16 @@ def test_pow_by_an_integer_constant() -> None:
     check_against_ort(make_model([node], {"x": ((3, 5), F)}, ["y"], {"e": np.array(3)}))
 
 
+@pytest.mark.parametrize("exponent, ops", [(1.0, []), (2.0, ["mul"]), (3.0, ["mul", "mul"]), (0.5, ["power"]),
+                                           (-2.0, ["power"])])
+def test_pow_by_a_small_constant_is_products(exponent, ops) -> None:
+    """x ** 1, 2, 3 as x, x*x, x*x*x (as onnxruntime does); other exponents by "power"."""
+    node = helper.make_node("Pow", ["x", "e"], ["y"])
+    model = make_model([node], {"x": ((3, 5), F)}, ["y"], {"e": np.array([exponent], F)})
+    assert [n.op for n in frontend.load(model).nodes if not n.is_view] == ops
+    check_against_ort(model)
+
+
 NEW = {
     "erf": (lambda: one("Erf", [(3, 5)]), ("erf",)),
     "leaky_relu": (lambda: one("LeakyRelu", [(3, 5)], alpha=0.1), ("leaky_relu",)),
