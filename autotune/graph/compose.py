@@ -15,6 +15,7 @@ from typing import Any
 from .. import te
 from ..schedules.cpu.elementwise import BINARY, UNARY
 from ..schedules.cpu.logic import COMPARISONS
+from ..schedules.cpu.reduction import default_lanes
 from ..te.expr import Expr, TensorLoad
 from ..te.tensor import ComputeOp, Tensor
 from ..te.traversal import substitute, transform
@@ -33,7 +34,15 @@ def _binary(f: Callable[[Tensor, Tensor], Tensor]) -> Compute:
 
 
 def _reduce(f: Callable[..., Tensor]) -> Compute:
-    return lambda node, xs: f(xs[0], node.params["axes"], bool(node.params["keepdims"]))
+    """The reduction with the lane partials the op's own template defaults to (`default_lanes`):
+    a fused sum of squares over 1000 rows of 1001 (ReduceL2) ran a serial sum per row, 15x
+    slower than the unfused mean of the same rows."""
+    def compute(node: Node, xs: list[Tensor]) -> Tensor:
+        axes, x = node.params["axes"], xs[0]
+        partials = default_lanes(None, x.shape, axes, node.op, x.dtype)
+        return f(x, axes, bool(node.params["keepdims"]), lanes=partials)
+
+    return compute
 
 
 COMPUTES: dict[str, Compute] = {

@@ -2,6 +2,7 @@
 and hand-built graphs, the kernels they become, and the fused models' outputs against
 onnxruntime and numpy."""
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -94,6 +95,20 @@ def check_against_ort(model, m):
 
 def group_sets(fusion):
     return [(set(g.nodes), g.how) for g in fusion.groups]
+
+
+@pytest.mark.parametrize("op, shape, axes", [("ReduceL2", (7, 203), [1]), ("ReduceSumSquare", (3, 5, 61), [2]),
+                                             ("ReduceL1", (2, 3, 9, 11), [2, 3])])
+def test_a_fused_reduction_sums_in_vector_lanes(op, shape, axes):
+    """square / abs + sum [+ sqrt] fused into one kernel whose sum runs as lane partials (the
+    reduction template's rule), not a serial sum per row; the values as onnxruntime's."""
+    node = helper.make_node(op, ["x", "axes"], ["y"], keepdims=1)
+    model = onnx_model([node], [("x", list(shape))], "y", {"axes": np.array(axes, np.int64)})
+    model.opset_import[0].version = 18
+    m = compile_model(model)
+    (kernel,) = m.kernels.values()
+    assert re.search(r"sum\.lanes\[ramp\(0, 1, \d+\)\] = \(sum\.lanes\[ramp", str(kernel.task.lower(0)))
+    check_against_ort(model, m)
 
 
 def test_a_residual_block_gives_conv_bn_relu_and_conv_bn_add_relu_kernels():

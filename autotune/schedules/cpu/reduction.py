@@ -78,13 +78,21 @@ def schedule_reduction(cfg: Any, s: te.Schedule, out: te.Tensor) -> None:
 LANES = (1, 8, 16, 32)
 
 
-def define_lanes(cfg: Any, shape: tuple[int, ...], axes: tuple[int, ...], op: str, dtype: str) -> int:
-    """Knob `lanes`: partial accumulators of a reduction over the innermost axis (1 = plain).
-    Rule: one vector register of them (the target's lanes, or fewer when the row, the trailing
-    reduced axes together, is shorter)."""
+def _lane_values(shape: tuple[int, ...], axes: Any, op: str) -> list[int]:
     row = topi.row_length(shape, topi.normalize_axes(len(shape), axes, op))
-    values = [v for v in LANES if v == 1 or v <= row]
-    cfg.define_knob("lanes", first(largest_fitting(values, lambda v: v <= lanes(cfg, dtype)), values))
+    return [v for v in LANES if v == 1 or v <= row]
+
+
+def default_lanes(cfg: Any, shape: tuple[int, ...], axes: Any, op: str, dtype: str) -> int:
+    """The rule for a reduction's partial accumulators over the innermost axis (1 = plain): one
+    vector register of them (the target's lanes, or fewer when the row, the trailing reduced
+    axes together, is shorter). `cfg` None: this machine's CPU."""
+    return largest_fitting(_lane_values(shape, axes, op), lambda v: v <= lanes(cfg, dtype))
+
+
+def define_lanes(cfg: Any, shape: tuple[int, ...], axes: tuple[int, ...], op: str, dtype: str) -> int:
+    """Knob `lanes`, `default_lanes` first."""
+    cfg.define_knob("lanes", first(default_lanes(cfg, shape, axes, op, dtype), _lane_values(shape, axes, op)))
     return cfg["lanes"].val
 
 
