@@ -198,6 +198,9 @@ AVX2 = "llvm -mcpu=x -features=avx2,fma -cores=2"
     (AVX512, 512, 512, 7, 3, dict(nchwc_oc_bn=32, nchwc_reg_n=7, nchwc_oh_bn=2)),
     # 48 filters < 4 x 16: one vector; 30 accumulators allow 28 columns (a divisor of 56)
     (AVX512, 48, 48, 56, 3, dict(nchwc_oc_bn=16, nchwc_reg_n=28, nchwc_oh_bn=1)),
+    # 17 columns, no divisor within 14: not 14 columns and a tail tile of 3 (6 accumulators), but 7 x 2
+    (AVX512, 192, 192, 17, 3, dict(nchwc_oc_bn=32, nchwc_reg_n=7, nchwc_oh_bn=2)),
+    (AVX512, 192, 192, 17, 5, dict(nchwc_reg_n=7, nchwc_oh_bn=2)),
     # AVX2, 16 registers: oc 16 = two ymm vectors leave (16 - 3) / 2 = 6 positions; 6 does not divide 56, 4 does
     (AVX2, 64, 64, 56, 3, dict(nchwc_oc_bn=16, nchwc_reg_n=4, nchwc_oh_bn=1)),
     # F capped: 5 filters are one block of 8, 12 one of 16 (a power of two, its tail zero); fewer input
@@ -218,6 +221,13 @@ AVX2 = "llvm -mcpu=x -features=avx2,fma -cores=2"
 def test_default_rules(target, C, F, OW, KH, want):
     got = first_values(target, C, F, OW, KH)
     assert {k: got[k] for k in want} == want
+
+
+@pytest.mark.usefixtures("rule_caches")
+def test_a_depthwise_conv_keeps_its_wide_tile_with_a_tail():
+    """71 channels at 85 columns (no divisor in 8..15): 14 columns and a tail of one ran best."""
+    got = first_values(AVX512, 71, 71, 85, 7, groups=71)
+    assert (got["nchwc_reg_n"], got["nchwc_oh_bn"]) == (14, 1)
 
 
 @pytest.mark.usefixtures("rule_caches")
