@@ -67,18 +67,24 @@ def pad(x: te.Tensor, pad_before: Sequence[int], pad_after: Sequence[int] | None
 BORDER_MODES = ("edge", "reflect", "wrap")
 
 
-def _border_index(i: Expr, before: int, n: int, mode: str) -> Expr:
+def _border_index(i: Expr, before: int, after: int, n: int, mode: str) -> Expr:
     """The source index of padded position i along an axis of extent n (numpy's np.pad modes):
-    edge repeats the end element, reflect mirrors about it (period 2(n - 1), any width), wrap
-    repeats the axis (period n)."""
+    edge repeats the end element, reflect mirrors about it (period 2(n - 1)), wrap repeats the
+    axis (period n). Pads within one period are selects on i - before, one per side, which loop
+    partitioning lifts: the interior then reads x contiguously, where the modulo of the general
+    form made every vector load a gather (1 x 64 x 56 x 56 reflected by 1: 59 us against
+    onnxruntime's 36 on a Zen 5, 2 threads)."""
     j = i - before
-    if mode == "wrap":
-        return j % n
+    zero = te.const(0, "int32")
     if mode == "edge" or n == 1:
-        return te.minimum(te.maximum(j, te.const(0, "int32")), te.const(n - 1, "int32"))
-    period = 2 * (n - 1)
+        return te.if_then_else(j < 0, zero, te.if_then_else(j < n, j, te.const(n - 1, "int32")))
+    period = n if mode == "wrap" else 2 * (n - 1)
+    if mode == "wrap" and max(before, after) <= n:
+        return te.if_then_else(j < 0, j + n, te.if_then_else(j < n, j, j - n))
+    if mode == "reflect" and max(before, after) < n:
+        return te.if_then_else(j < 0, zero - j, te.if_then_else(j < n, j, period - j))
     k = j % period
-    return te.if_then_else(k < n, k, period - k)
+    return k if mode == "wrap" else te.if_then_else(k < n, k, period - k)
 
 
 def border_pad(x: te.Tensor, pad_before: Sequence[int], pad_after: Sequence[int], mode: str) -> te.Tensor:
@@ -88,7 +94,7 @@ def border_pad(x: te.Tensor, pad_before: Sequence[int], pad_after: Sequence[int]
         raise ValueError(f"border_pad: mode must be one of {', '.join(BORDER_MODES)}, got {mode!r}")
     before, after = tuple(pad_before), tuple(pad_after)
     shape = _padded_shape("border_pad", x, before, after)
-    return te.compute(shape, lambda *i: x[tuple(_border_index(v, b, n, mode) if b or a else v
+    return te.compute(shape, lambda *i: x[tuple(_border_index(v, b, a, n, mode) if b or a else v
                                                 for v, b, a, n in zip(i, before, after, x.shape))],
                       name="border_pad", tag=INJECTIVE)
 
