@@ -7,7 +7,8 @@ onnxruntime model, measured in the same process.
 Cases: softmax (BERT's attention rows, a vocabulary of 50257, odd rows), layer_norm, batch matmul
 (attention scores and context at sequence lengths 77, 197, ...), exp / sigmoid / tanh / erf,
 transposes (2-d, NCHW -> NHWC, attention head permutes), pooling (3x3 max and average, global
-average), broadcast add and batch_norm. Every output is checked against the template's numpy
+average), transposed convs (GAN and U-Net upsampling, odd sizes), instance norm, broadcast add
+and batch_norm. Every output is checked against the template's numpy
 reference before timing; a mismatch stops the run.
 
 Timing as in generalization.py: both bound once to preallocated arrays (onnxruntime through IO
@@ -80,6 +81,13 @@ CASES = [
     _pool("avg", (1, 64, 56, 56), 3, 2, 1),
     *(Case("global_avg_pool", dict(shape=shape), "GlobalAveragePool", {})
       for shape in [(1, 2048, 7, 7), (1, 1280, 7, 7)]),
+    *(Case("conv_transpose2d", dict(N=1, C=c, H=h, W=h, F=f, KH=k, KW=k, stride=st, padding=p, output_padding=op,
+                                    dilation=1, groups=1), "ConvTranspose",
+           dict(kernel_shape=[k, k], strides=[st, st], pads=[p] * 4, output_padding=[op, op]))
+      for c, f, h, k, st, p, op in [(64, 32, 28, 4, 2, 1, 0), (128, 64, 16, 4, 2, 1, 0), (37, 19, 33, 3, 2, 1, 1),
+                                    (128, 64, 64, 2, 2, 0, 0)]),
+    *(Case("instance_norm", dict(shape=shape, eps=1e-5), "InstanceNormalization", dict(epsilon=1e-5))
+      for shape in [(1, 64, 56, 56), (2, 37, 45, 45)]),
     Case("add", dict(a_shape=(197, 768), b_shape=(768,)), "Add", {}),
     Case("batch_norm", dict(N=1, C=64, H=56, W=56), "BatchNormalization", dict(epsilon=1e-5), order=(0, 3, 4, 1, 2)),
 ]

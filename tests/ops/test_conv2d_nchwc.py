@@ -201,6 +201,8 @@ AVX2 = "llvm -mcpu=x -features=avx2,fma -cores=2"
     # 17 columns, no divisor within 14: not 14 columns and a tail tile of 3 (6 accumulators), but 7 x 2
     (AVX512, 192, 192, 17, 3, dict(nchwc_oc_bn=32, nchwc_reg_n=7, nchwc_oh_bn=2)),
     (AVX512, 192, 192, 17, 5, dict(nchwc_reg_n=7, nchwc_oh_bn=2)),
+    # 34 columns are two tiles of 14 and a tail: the tail a smaller share, the rule's tile kept
+    (AVX512, 128, 128, 34, 5, dict(nchwc_reg_n=14, nchwc_oh_bn=1)),
     # AVX2, 16 registers: oc 16 = two ymm vectors leave (16 - 3) / 2 = 6 positions; 6 does not divide 56, 4 does
     (AVX2, 64, 64, 56, 3, dict(nchwc_oc_bn=16, nchwc_reg_n=4, nchwc_oh_bn=1)),
     # F capped: 5 filters are one block of 8, 12 one of 16 (a power of two, its tail zero); fewer input

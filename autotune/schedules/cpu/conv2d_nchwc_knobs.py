@@ -23,14 +23,17 @@ registers of the target (32 with AVX-512, else 16):
   reg_n      columns per register tile: the largest divisor (>= 4) of OW such that the tile's
              accumulators, oc_bn/L per position, leave a register per weight vector and one for
              the broadcast input: reg_n <= (R - oc_bn/L - 1) / (oc_bn/L); else the largest fitting.
-             Where that leaves a tail tile on a row wider than the budget (no divisor fits: 17, 19
-             columns), the tile takes half the budget's columns, so that oh_bn's rule gives it two
-             rows (the tail tile too: a tail of 3 columns in one row is 6 accumulators, waiting on
-             the multiply-add latency). Zen 5, 2 threads, x onnxruntime, 14 x 1 / 7 x 2: 3x3 at
-             17x17, 192 channels 0.57-0.60 / 0.93-0.94, 256 0.54-0.64 / 0.93-0.94, 512 0.58 /
-             0.93; 5x5 192 at 17x17 0.90 / 1.17, 160 at 19x19 0.84 / 1.19; 3x3 stride 2 to 17
-             columns, 256 channels 0.56 / 0.93. Not for depthwise convs, whose wide tile with a
-             tail of one column ran best (below).
+             Where a row is one such tile and a tail (no divisor fits, and OW < 2 x budget: 17,
+             19, 23 columns), the tile takes half the budget's columns, so that oh_bn's rule gives
+             it two rows: the tail is a large share of the row, and in one row a tail of 3 columns
+             is 6 accumulators, waiting on the multiply-add latency. Zen 5, 2 threads, x
+             onnxruntime, 14 x 1 / 7 x 2: 3x3 at 17x17, 192 channels 0.57-0.60 / 0.93-0.94, 256
+             0.54-0.64 / 0.93-0.94, 512 0.58 / 0.93; 5x5 192 at 17x17 0.90 / 1.17, 160 at 19x19
+             0.84 / 1.19, 96 at 23x23 0.55 / 1.16; 3x3 stride 2 to 17 columns, 256 channels 0.56
+             / 0.93. Wider rows keep the rule's tile: 128 at 34x34 5x5 0.99 / 0.78, stride 2 to
+             37 columns 0.96 / 0.93, 29x29 0.99 / 1.03, 43 columns 1.00 / 1.07, 31x31 0.82 /
+             1.12. Not for depthwise convs, whose wide tile with a tail of one column ran best
+             (below).
              A depthwise conv whose taps share input columns (stride_w < KW <= 8) keeps an input
              vector live per position as well, so that its kernel row unrolls (unroll_kw):
              positions <= (R - oc_bn/L) / (oc_bn/L + 1), 15 with AVX-512 (Zen 5, 2 threads, x
@@ -189,7 +192,7 @@ def define_knobs(cfg: Any, g: ConvGeometry, N: int, dtype: str, when: tuple[str,
     reg_n = _pick_columns(OW, budget, columns, 8 if _unrolled_depthwise(g) else 4)
     few_channels = per_group(g)[0] < L          # ic_bn 1, and whole row tiles only (oh_bn's rule)
     two_rows = OH % 2 == 0 if few_channels else OH > 1
-    if not g.depthwise and OW % reg_n and budget < OW and two_rows:    # a tail tile: give it two rows
+    if not g.depthwise and OW % reg_n and budget < OW < 2 * budget and two_rows:  # one tile and a tail
         reg_n = _pick_columns(OW, budget // 2, columns)
     oh_bn = max(v for v in rows if (v * reg_n <= budget and (OH % v == 0 or not few_channels)) or v == 1)
     cfg.define_knob("nchwc_oc_bn", first(oc_bn, oc_options), when=when)
