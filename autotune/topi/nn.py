@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 
 from .. import te
 from ..te.expr import Expr, Var
+from .reduction import unflatten
 
 ROW_PARTIAL = "row_partial"      # (..., lanes): lane-wise partial reduction over the row's blocks
 ROW_TAIL = "row_tail"            # (..., lanes): partials with the tail elements or the upper half folded in
@@ -186,13 +187,8 @@ def instance_norm(x: te.Tensor, scale: te.Tensor, bias: te.Tensor, eps: float, l
     inv_n = te.const(1.0 / size, x.dtype)
 
     def element(nc: Sequence[Var], j: Expr) -> Expr:
-        """x at position j of plane nc, the spatial indices recovered from j (row-major)."""
-        index, stride = [], size
-        for axis, d in enumerate(spatial):
-            stride //= d
-            q = j // stride if stride > 1 else j
-            index.append(q % d if axis else q)
-        return x[(*nc, *index)]
+        """x at position j of plane nc."""
+        return x[(*nc, *unflatten(j, spatial))]
 
     total = row_reduce(element, x.shape[:2], size, "sum", lanes, name="sum")
     mean = te.compute(x.shape[:2], lambda n, ch: total[n, ch] * inv_n, name="mean", tag=ROW_SCALAR)

@@ -125,6 +125,18 @@ def _reduce(x: te.Tensor, axes: Any, keepdims: bool, combiner: Any, op: str, nam
     return r, te.compute(r.shape, body, name=stage, tag=REDUCE)
 
 
+def unflatten(index: Expr, shape: Sequence[int]) -> list[Expr]:
+    """The row-major indices into `shape` of flat position `index` (no modulo on the first, no
+    division on the last)."""
+    out: list[Expr] = []
+    stride = 1
+    for axis in reversed(range(len(shape))):
+        q = index // stride if stride > 1 else index
+        out.append(q % shape[axis] if axis else q)
+        stride *= shape[axis]
+    return out[::-1]
+
+
 def lane_partials(r: _Reduced, combiner: Any, value: Any, lanes: int, name: str) -> te.Tensor:
     """A reduction whose row (its trailing reduced dimensions, flattened: length n) runs as
     `lanes` independent partials.
@@ -148,10 +160,7 @@ def lane_partials(r: _Reduced, combiner: Any, value: Any, lanes: int, name: str)
         ks = [te.reduce_axis((0, x.shape[d]), name=f"k{d}") for d in others]
         ko = te.reduce_axis((0, q), name="ko")
         inner = ko.var * lanes + lane
-        at, stride = {}, 1
-        for d in reversed(row):                  # the row index as the row's dimensions' indices
-            at[d] = inner // stride % x.shape[d] if d != row[0] else inner // stride
-            stride *= x.shape[d]
+        at = dict(zip(row, unflatten(inner, [x.shape[d] for d in row])))
         rv, kv = iter([k.var for k in ks]), iter(kept)
         full = tuple(at[d] if d in at else next(rv) if d in r.axes else next(kv) for d in range(x.ndim))
         where = inner < n if n % lanes else None

@@ -123,8 +123,6 @@ def _blocked_channels(g: ConvGeometry) -> int:
     return g.out_channels if g.depthwise else per_group(g)[1]
 
 
-
-
 # ---- default rules ------------------------------------------------------------------------------
 
 def _capped(values: Sequence[int], cap: int) -> list[int]:

@@ -34,6 +34,7 @@ import numpy as np
 
 from ... import te
 from ...topi import conv_transpose as topi
+from ...topi.conv import ConvGeometry
 from ..schedule import Schedule
 from ..space import KnobScope
 from ..task import template
@@ -76,18 +77,18 @@ def conv_transpose2d_template(cfg: Any, N: int, C: int, H: int, W: int, F: int, 
                   groups)
     Fg, Cg = F // groups, C // groups
     sub = KnobScope(cfg, SUBPIXEL)
-    methods = algorithm_order(topi.subpixel_geometry(g), N, lanes(cfg, dtype), constant_input(cfg, 1)) \
-        if g.dilation == (1, 1) else []
+    conv = topi.subpixel_geometry(g) if g.dilation == (1, 1) else None
+    methods = [] if conv is None else algorithm_order(conv, N, lanes(cfg, dtype), constant_input(cfg, 1))
     sub.define_knob("algorithm", [*methods, "gather"], absent="gather")
     for name in methods:
-        ALGORITHMS[name].define_knobs(sub, topi.subpixel_geometry(g), N, dtype, when=("algorithm", (name,)))
+        ALGORITHMS[name].define_knobs(sub, conv, N, dtype, when=("algorithm", (name,)))
     define_tile_knobs(cfg, F, Cg, g.out, tile_rules(cfg, dtype, g.out, g.kernel, Fg, Cg, 1), _pad(cfg, dtype, Fg),
                       when=(SUBPIXEL + "algorithm", ("gather",)))
     cfg.add_flop(2.0 * N * C * H * W * Fg * KH * KW)
     X = te.placeholder((N, C, H, W), dtype, name="X")
     Wt = te.placeholder((C, Fg, KH, KW), dtype, name="W")
-    if sub["algorithm"].val != "gather":
-        s, Y = _subpixel(sub, X, Wt, g)
+    if conv is not None and sub["algorithm"].val != "gather":
+        s, Y = _subpixel(sub, X, Wt, g, conv)
         return s, [X, Wt, Y]
     P, Y = topi.conv_transpose_nchw(X, Wt, g)
     s = te.create_schedule(Y.op)
@@ -95,12 +96,13 @@ def conv_transpose2d_template(cfg: Any, N: int, C: int, H: int, W: int, F: int, 
     return s, [X, Wt, Y]
 
 
-def _subpixel(cfg: Any, X: te.Tensor, Wt: te.Tensor, g: topi.TransposeGeometry) -> tuple[Schedule, te.Tensor]:
-    """The sub-pixel conv by its algorithm knob, then the depth-to-space: output rows in
-    parallel, vectorised along the width (reads of the conv's output in phase order)."""
+def _subpixel(cfg: Any, X: te.Tensor, Wt: te.Tensor, g: topi.TransposeGeometry,
+              conv: ConvGeometry) -> tuple[Schedule, te.Tensor]:
+    """The sub-pixel conv (geometry `conv`) by its algorithm knob, then the depth-to-space:
+    output rows in parallel, vectorised along the width (reads of the conv's output in phase order)."""
     build = ALGORITHMS[cfg["algorithm"].val].build
     weights = topi.subpixel_weights(Wt, g)
-    s, Y = build(cfg, X, weights, topi.subpixel_geometry(g), None, (), finish=lambda Z: topi.depth_to_space(Z, g))
+    s, Y = build(cfg, X, weights, conv, None, (), finish=lambda Z: topi.depth_to_space(Z, g))
     if any(st.op.reduce_axis for st in s.readers(s[weights])):
         s[weights].parallel(s[weights].op.axis[0])      # read by the conv's loops: computed once
     else:
