@@ -82,10 +82,14 @@ CASES = [
     *(Case("global_avg_pool", dict(shape=shape), "GlobalAveragePool", {})
       for shape in [(1, 2048, 7, 7), (1, 1280, 7, 7)]),
     *(Case("conv_transpose2d", dict(N=1, C=c, H=h, W=h, F=f, KH=k, KW=k, stride=st, padding=p, output_padding=op,
-                                    dilation=1, groups=1), "ConvTranspose",
-           dict(kernel_shape=[k, k], strides=[st, st], pads=[p] * 4, output_padding=[op, op]))
-      for c, f, h, k, st, p, op in [(64, 32, 28, 4, 2, 1, 0), (128, 64, 16, 4, 2, 1, 0), (37, 19, 33, 3, 2, 1, 1),
-                                    (128, 64, 64, 2, 2, 0, 0)]),
+                                    dilation=1, groups=g), "ConvTranspose",
+           dict(kernel_shape=[k, k], strides=[st, st], pads=[p] * 4, output_padding=[op, op], group=g))
+      for c, f, h, k, st, p, op, g in [(64, 32, 28, 4, 2, 1, 0, 1), (128, 64, 16, 4, 2, 1, 0, 1),
+                                       (37, 19, 33, 3, 2, 1, 1, 1), (128, 64, 64, 2, 2, 0, 0, 1),
+                                       (40, 80, 15, 3, 2, 1, 1, 4)]),
+    *(Case("conv2d_grouped", dict(N=1, C=c, H=h, W=h, F=f, KH=3, KW=3, stride=1, padding=1, dilation=1, groups=g),
+           "Conv", dict(kernel_shape=[3, 3], pads=[1] * 4, group=g))
+      for c, f, h, g in [(48, 96, 28, 4), (30, 300, 17, 3), (40, 320, 16, 4)]),
     *(Case("instance_norm", dict(shape=shape, eps=1e-5), "InstanceNormalization", dict(epsilon=1e-5))
       for shape in [(1, 64, 56, 56), (2, 37, 45, 45)]),
     Case("add", dict(a_shape=(197, 768), b_shape=(768,)), "Add", {}),

@@ -19,7 +19,11 @@ registers of the target (32 with AVX-512, else 16):
              zero tail computed (grouped: the largest divisor of F/G within that): 12 filters
              in a 12-lane vector put the accumulators of a row wider than the register file in
              masked loads and stores (32 -> 12 at 56x56 5x5, x onnxruntime: 12 lanes 0.04, 16
-             lanes 1.42; 12 -> 12 at 45x45 0.04 / 1.42)
+             lanes 1.42; 12 -> 12 at 45x45 0.04 / 1.42). A grouped conv's blocks are at most L
+             lanes or whole vectors, the only values its knob offers: a vector and part of one
+             ran 10x slower than either neighbour (Zen 5, 2 threads, 3x3, x onnxruntime: 40 -> 320
+             at 16x16 in 4 groups, 20 / 16 lanes 0.13 / 1.19; 30 -> 300 at 17x17 in 3, 25 / 20 / 10
+             0.08 / 0.07 / 0.90; 48 -> 96 at 28x28 in 4, 24 / 12 0.09 / 1.48)
   reg_n      columns per register tile: the largest divisor (>= 4) of OW such that the tile's
              accumulators, oc_bn/L per position, leave a register per weight vector and one for
              the broadcast input: reg_n <= (R - oc_bn/L - 1) / (oc_bn/L); else the largest fitting.
@@ -129,14 +133,15 @@ def _capped(values: Sequence[int], cap: int) -> list[int]:
     return sorted({min(v, cap) for v in values})
 
 
-def _oc_options(g: ConvGeometry, out_block: int) -> list[int]:
-    """Output channel blocks; with groups only divisors of F/groups (no block straddles two);
-    with a blocked output, multiples of its block (each tile writes whole blocks)."""
+def _oc_options(g: ConvGeometry, L: int, out_block: int) -> list[int]:
+    """Output channel blocks; with groups only divisors of F/groups (no block straddles two) of
+    at most L lanes or whole vectors (module docstring); with a blocked output, multiples of its
+    block (each tile writes whole blocks)."""
     Fg = _blocked_channels(g)
     if out_block:
         return [v for v in (out_block, 2 * out_block, 4 * out_block) if v == out_block or v <= Fg]
     if g.groups > 1 and not g.depthwise:
-        return [v for v in range(1, min(Fg, _BLOCKS[-1]) + 1) if Fg % v == 0]
+        return [v for v in range(1, min(Fg, _BLOCKS[-1]) + 1) if Fg % v == 0 and (v <= L or v % L == 0)]
     return _capped(_BLOCKS[2:], 1 << (Fg - 1).bit_length())
 
 
@@ -183,7 +188,7 @@ def define_knobs(cfg: Any, g: ConvGeometry, N: int, dtype: str, when: tuple[str,
     blocked (`x_block`), ic_bn divides its block; with the output blocked, oc_bn is a multiple
     of that block."""
     L, (OH, OW) = lanes(cfg, dtype), g.out
-    oc_options = _oc_options(g, out_block)
+    oc_options = _oc_options(g, L, out_block)
     oc_bn = _pick_oc(g, L, oc_options)
     budget = _tile_positions(cfg, g, oc_bn, L)
     columns, rows = _capped(_COLUMNS, OW), _capped(_ROWS, OH)
