@@ -87,9 +87,10 @@ CASES = [
       for c, f, h, k, st, p, op, g in [(64, 32, 28, 4, 2, 1, 0, 1), (128, 64, 16, 4, 2, 1, 0, 1),
                                        (37, 19, 33, 3, 2, 1, 1, 1), (128, 64, 64, 2, 2, 0, 0, 1),
                                        (40, 80, 15, 3, 2, 1, 1, 4)]),
-    *(Case("conv2d_grouped", dict(N=1, C=c, H=h, W=h, F=f, KH=3, KW=3, stride=1, padding=1, dilation=1, groups=g),
-           "Conv", dict(kernel_shape=[3, 3], pads=[1] * 4, group=g))
-      for c, f, h, g in [(48, 96, 28, 4), (30, 300, 17, 3), (40, 320, 16, 4)]),
+    *(Case("conv2d_grouped", dict(N=1, C=c, H=h, W=h, F=f, KH=k, KW=k, stride=1, padding=k // 2, dilation=1,
+                                  groups=g), "Conv", dict(kernel_shape=[k, k], pads=[k // 2] * 4, group=g))
+      for c, f, h, g, k in [(48, 96, 28, 4, 3), (30, 300, 17, 3, 3), (40, 320, 16, 4, 3), (240, 240, 28, 3, 1),
+                            (200, 400, 20, 4, 1)]),
     *(Case("instance_norm", dict(shape=shape, eps=1e-5), "InstanceNormalization", dict(epsilon=1e-5))
       for shape in [(1, 64, 56, 56), (2, 37, 45, 45)]),
     Case("add", dict(a_shape=(197, 768), b_shape=(768,)), "Add", {}),

@@ -119,15 +119,16 @@ def test_depthwise_is_left_to_other_algorithms():
     assert conv2d_gemm.APPLIES(geometry(8, 16, 4)) and conv2d_gemm.APPLIES(geometry(8, 16, 1))
 
 
-def _first_values(C, F, H, l1d_bytes, monkeypatch):
-    """The rule's panel width and filter rows of a 1x1 conv at H x H on an AVX-512 target with
+def _first_values(C, F, H, l1d_bytes, monkeypatch, groups=1):
+    """The rule's panel width and filter tile of a 1x1 conv at H x H on an AVX-512 target with
     this L1 (and a 2 MiB L2)."""
     monkeypatch.setattr("autotune.target._host_caches", lambda: {1: l1d_bytes, 2: 2 * 1024 * 1024})
     space = ConfigSpace(Target.from_key("llvm -mcpu=x -features=avx2,avx512f,fma -cores=2"))
     space.define_knob("algorithm", ["gemm"])
-    conv2d_gemm.define_knobs(space, conv_geometry(OP, C, F, (H, H), (1, 1), 1, 0, 1, 1), 1, "float32",
+    conv2d_gemm.define_knobs(space, conv_geometry(OP, C, F, (H, H), (1, 1), 1, 0, 1, groups), 1, "float32",
                              ("algorithm", ("gemm",)))
-    return {k: space.knobs[k].entities[0].size[-1] for k in ("gemm_tile_p", "gemm_tile_f")}
+    (_, bn), (_, m, r) = (space.knobs[k].entities[0].size for k in ("gemm_tile_p", "gemm_tile_f"))
+    return {"gemm_tile_p": bn, "gemm_tile_f": r, "gemm_block_f": m * r}
 
 
 @pytest.mark.parametrize("H, panel", [
@@ -146,3 +147,15 @@ def test_pixel_panels_are_narrower_where_that_pads_much_less(H, panel, monkeypat
 ])
 def test_filter_rows_read_in_place_never_overfill_an_l1_set(C, l1d_bytes, rows, monkeypatch):
     assert _first_values(C, 256, 14, l1d_bytes, monkeypatch)["gemm_tile_f"] == rows
+
+
+@pytest.mark.parametrize("C, F, groups, rows", [
+    (256, 256, 4, 8),      # 64 filters per group: 8 rows, not 12 (a tile past the group's end)
+    (200, 400, 4, 4),      # 100 per group
+    (136, 136, 2, 4),      # 68 per group
+    (256, 256, 1, 12),     # one group: the tail tile is the last of all filters, 12 rows kept
+])
+def test_grouped_filter_tiles_divide_the_group(C, F, groups, rows, monkeypatch):
+    got = _first_values(C, F, 28, 48 * 1024, monkeypatch, groups)
+    assert got["gemm_tile_f"] == rows
+    assert groups == 1 or (F // groups) % got["gemm_block_f"] == 0

@@ -114,6 +114,8 @@ def test_a_tail_in_every_block_and_tile(knobs):
     (32, 64, 14, 4, ["nchwc", "nchw", "gemm"], 3),        # 16 filters per group: a full channel vector
     (32, 32, 14, 8, ["nchw", "gemm"], 3),                 # 4 filters per group: too narrow for nchwc
     (128, 128, 56, 32, ["nchw", "gemm"], 3),      # ResNeXt: a GEMM per group, narrower than its tile, last
+    (240, 240, 28, 3, ["gemm", "nchwc", "nchw"], 1),     # grouped 1x1: a GEMM per group as laid out
+    (960, 960, 7, 3, ["nchwc", "nchw", "gemm"], 1),      # ... but 49 pixels pad the GEMM's panels
     (144, 144, 14, 144, ["nchw", "nchwc"], 3),    # depthwise 3x3: the transposes would cost more than the conv
     (144, 144, 14, 144, ["nchwc", "nchw"], 7),  # depthwise 7x7: 49 multiply-adds per output pay for them
 ])

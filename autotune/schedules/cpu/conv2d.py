@@ -73,7 +73,13 @@ layer's arithmetic and data volumes:
               groups 0.53 / 2.40, 100 at 29x29 in 25 0.52 / 1.55, 120 -> 240 at 28x28 in 40
               0.53 / 1.15, 32 at 14x14 in 8 0.53 / 1.06; with 16 or 32 filters per group, GEMM
               / blocked: 32 -> 64 at 14x14 in 4 0.60 / 0.96, 64 -> 128 at 28x28 in 4 0.48 /
-              0.79, 128 -> 256 in 8 0.49 / 0.81)
+              0.79, 128 -> 256 in 8 0.49 / 0.81); but first for grouped 1x1 convs under the
+              pointwise rules above, with the channels of a group for C and F: each group is
+              then a GEMM as laid out (Zen 5, 2 threads, x onnxruntime, blocked / GEMM: 240 at
+              28x28 in 3 groups 0.66 / 1.17, 120 in 3 0.68 / 1.32, 256 in 4 0.73 / 1.14, 384 in 8
+              0.92 / 1.35, 60 at 56x56 in 3 0.03 / 1.23, 136 in 2 0.14 / 0.91, 200 -> 400 at 20x20
+              in 4 0.52 / 0.84; lost: 480 at 14x14 in 3 1.01 / 0.93; at 7x7 `pads_panels` keeps
+              the blocked kernel: 960 in 3 1.00 / 0.87, 1536 in 8 1.01 / 0.88)
   "nchwc"     also first for depthwise layers of BLOCKED_DEPTHWISE_TAPS taps or more (7x7), any
               stride: per output, the taps at full vectors and two transposes (shuffled blocks,
               `codegen.llvm_transpose`), against NCHW's taps at the lanes its tiles fill, with
@@ -165,11 +171,12 @@ def algorithm_order(g: ConvGeometry, N: int, vec: int, constant_weights: bool = 
     elif ((g.depthwise and max(g.stride) <= MAX_SHUFFLED_STRIDE)
             or (_few_channels(g, vec) and names[0] != "winograd")):
         names.insert(0, names.pop(names.index("nchw")))
+    pointwise = (_stride1_pointwise(g) or _strided_pointwise(g)) and not gemm.pads_panels(g, vec)
     if g.groups > 1 and not g.depthwise:
-        return [name for name in names if name != "gemm"] + ["gemm"] * ("gemm" in names)
+        names = [name for name in names if name != "gemm"] + ["gemm"] * ("gemm" in names)
+        return names[-1:] + names[:-1] if pointwise and names[-1] == "gemm" else names
     weights = g.out_channels * g.in_channels // g.groups * g.kernel[0] * g.kernel[1]
     heavy_weights = not constant_weights and weights > N * g.in_channels * g.spatial[0] * g.spatial[1]
-    pointwise = (_stride1_pointwise(g) or _strided_pointwise(g)) and not gemm.pads_panels(g, vec)
     if "gemm" in names and names[0] != "winograd" and (heavy_weights or pointwise):
         names.insert(0, names.pop(names.index("gemm")))
     return names
@@ -183,21 +190,22 @@ def _few_channels(g: ConvGeometry, vec: int) -> bool:
 
 
 def _stride1_pointwise(g: ConvGeometry) -> bool:
-    """A 1x1 stride-1 conv of one group, a GEMM as laid out, where the blocked layout's
-    transposes take a share 1/C + 1/F of POINTWISE_GEMM_SHARE or more, or on an image of
-    POINTWISE_GEMM_PIXELS pixels or more (module docstring)."""
-    if g.kernel != (1, 1) or g.stride != (1, 1) or g.groups != 1:
+    """A 1x1 stride-1 conv, a GEMM per group as laid out, where the blocked layout's transposes
+    take a share 1/C + 1/F (channels of a group) of POINTWISE_GEMM_SHARE or more, or on an image
+    of POINTWISE_GEMM_PIXELS pixels or more (module docstring)."""
+    if g.kernel != (1, 1) or g.stride != (1, 1) or g.depthwise:
         return False
-    share = 1 / g.in_channels + 1 / g.out_channels
+    share = g.groups / g.in_channels + g.groups / g.out_channels
     return share >= POINTWISE_GEMM_SHARE or g.out[0] * g.out[1] >= POINTWISE_GEMM_PIXELS
 
 
 def _strided_pointwise(g: ConvGeometry) -> bool:
-    """A 1x1 strided conv of one group whose blocked layout moves more per multiply-add than
-    its GEMM gains: the transposes' s_h*s_w/F + 1/C elements at least STRIDED_POINTWISE_TRANSPOSES."""
-    if g.kernel != (1, 1) or g.stride == (1, 1) or g.groups != 1:
+    """A 1x1 strided conv whose blocked layout moves more per multiply-add than its GEMM gains:
+    the transposes' s_h*s_w/F + 1/C elements (channels of a group) at least
+    STRIDED_POINTWISE_TRANSPOSES."""
+    if g.kernel != (1, 1) or g.stride == (1, 1) or g.depthwise:
         return False
-    share = g.stride[0] * g.stride[1] / g.out_channels + 1 / g.in_channels
+    share = (g.stride[0] * g.stride[1] / g.out_channels + 1 / g.in_channels) * g.groups
     return share >= STRIDED_POINTWISE_TRANSPOSES
 
 

@@ -40,7 +40,11 @@ Defaults (first values), by rule on the shape and cfg.target (rules.py):
   multiple of 4 KiB apart all land in the same set (ResNet-50's 1024->256 1x1 conv at 14x14,
   rows of 4 KiB, Zen 4's 8-way L1, panels of 16 pixels: 16 rows 90 GFLOP/s, 8 rows 186-191);
   m = the most register tiles per block whose rows of W (m * r * K elements) fit half of L2
-  while leaving 4 blocks per core.
+  while leaving 4 blocks per core. With groups, r and m * r divide the filters of a group: a
+  block past the group's end reads the next group's rows of W, and in the last group rows past
+  W, each under a guard of its own (Zen 5, 2 threads, 1x1, x onnxruntime, 12 / divisor rows:
+  256 -> 256 at 28x28 in 4 groups 0.66 / 1.28 (8 rows), 240 -> 240 in 3 0.85 / 1.17 (8), 136 ->
+  136 in 2 0.57 / 0.91 (4), 200 -> 400 at 20x20 in 4 0.50 / 0.81 (4)).
 - gemm_tile_k: the channel unroll kf giving at least 4 k steps per unrolled body: ceil(4 / (KH*KW)).
 - gemm_order: "panels" when there are at least as many (image, panel) pairs as cores, else
   "filters". With panels outer, one packed panel (K x bn) stays in L2 while the filter rows
@@ -83,24 +87,27 @@ def _pointwise(g: ConvGeometry) -> bool:
     return g.kernel == (1, 1) and g.stride == (1, 1) and not g.has_padding
 
 
-def _default_tile_f(cfg: Any, Fg: int, row_bytes: int, vectors: int, images: int) -> tuple[int, int]:
+def _default_tile_f(cfg: Any, Fg: int, row_bytes: int, vectors: int, images: int,
+                    grouped: bool) -> tuple[int, int]:
     """(m, r): r filter rows whose accumulators leave a column's vectors and 2 registers free and
     of which no L1 set holds more than its ways; m register tiles per block whose rows of W
     (row_bytes each) fit half of L2 while the blocks of all `images` (image, group) pairs still
-    give every core 4 (the "filters" order's threads)."""
+    give every core 4 (the "filters" order's threads). `grouped`: r and m * r divide the group's
+    Fg rows (module docstring)."""
     facts = rules.cpu_facts(cfg)
     ways = max(1, facts.l1d_bytes // L1_SET_SPAN)
     offsets = L1_SET_SPAN // math.gcd(row_bytes, L1_SET_SPAN)      # distinct set offsets of the rows
 
     def fits_registers_and_sets(x: int) -> bool:
-        return x * vectors <= rules.vector_registers(cfg) - vectors - 2 and -(-x // offsets) <= ways
+        return (x * vectors <= rules.vector_registers(cfg) - vectors - 2 and -(-x // offsets) <= ways
+                and (not grouped or Fg % x == 0))
 
     r = min(max([x for x in ROWS if fits_registers_and_sets(x)] or [1]), Fg)
 
     def fits(b: int) -> bool:
         return b * r * row_bytes <= facts.l2_bytes // 2 and images * -(-Fg // (b * r)) >= 4 * facts.cores
 
-    m = rules.largest_fitting([b for b in BLOCKS if b * r <= Fg] or [1], fits)
+    m = rules.largest_fitting([b for b in BLOCKS if b * r <= Fg and (not grouped or Fg % (b * r) == 0)] or [1], fits)
     return m, r
 
 
@@ -111,7 +118,7 @@ def define_knobs(cfg: Any, g: ConvGeometry, N: int, dtype: str, when: tuple[str,
     P, Fg, Cg, taps = math.prod(g.out), g.out_channels // g.groups, g.in_channels // g.groups, math.prod(g.kernel)
     widths = [lanes * v for v in (1, 2, 4) if lanes * v <= P] or [P]   # whole vectors: LLVM splits others badly
     bn = _default_panel(P, widths)
-    m, r = _default_tile_f(cfg, Fg, Cg * taps * nbytes, -(-bn // lanes), N * g.groups)
+    m, r = _default_tile_f(cfg, Fg, Cg * taps * nbytes, -(-bn // lanes), N * g.groups, g.groups > 1)
     cfg.define_split("gemm_tile_p", P, 2, policy="candidate", candidate=[[-1, w] for w in rules.first(bn, widths)],
                      when=when)
     cfg.define_split("gemm_tile_f", Fg, 3, policy="candidate", when=when,
