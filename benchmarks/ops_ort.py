@@ -90,7 +90,7 @@ CASES = [
     *(Case("conv2d_grouped", dict(N=1, C=c, H=h, W=h, F=f, KH=k, KW=k, stride=1, padding=k // 2, dilation=1,
                                   groups=g), "Conv", dict(kernel_shape=[k, k], pads=[k // 2] * 4, group=g))
       for c, f, h, g, k in [(48, 96, 28, 4, 3), (30, 300, 17, 3, 3), (40, 320, 16, 4, 3), (240, 240, 28, 3, 1),
-                            (200, 400, 20, 4, 1)]),
+                            (200, 400, 20, 4, 1), (60, 60, 56, 3, 3)]),
     *(Case("instance_norm", dict(shape=shape, eps=1e-5), "InstanceNormalization", dict(epsilon=1e-5))
       for shape in [(1, 64, 56, 56), (2, 37, 45, 45)]),
     Case("add", dict(a_shape=(197, 768), b_shape=(768,)), "Add", {}),

@@ -89,6 +89,7 @@ class LLVMCodegen:
         self.func = func
         self.parallel = parallel
         self.masked_tails = masked_tails
+        self.accumulated = h.accumulated_buffers(func.body)
         self.module = ir.Module(name=func.name)
         self.scope: _Scope
         self._nsw = False
@@ -286,8 +287,11 @@ class LLVMCodegen:
         """Masked tails for memory only: LLVM keeps a local buffer (a register tile) in registers
         through plain loads and stores, never through masked ones (measured 13x slower). A local
         buffer larger than the register file is memory (a stage computed per task: a strided
-        conv's input phases, read 14 lanes at a time, took 8 + 4 + 2 pieces per load)."""
-        register_tile = buf.scope == "local" and buf.size * dtype_info(buf.dtype).bytes <= REGISTER_FILE_BYTES
+        conv's input phases, read 14 lanes at a time, took 8 + 4 + 2 pieces per load), unless a
+        store accumulates into it: a blocked conv's row of 10-lane accumulators, 64 columns wide,
+        went 30x slower through masked loads and stores."""
+        small = buf.size * dtype_info(buf.dtype).bytes <= REGISTER_FILE_BYTES
+        register_tile = buf.scope == "local" and (small or id(buf) in self.accumulated)
         return self.masked_tails and not register_tile
 
     def _mask(self, predicate: Expr | None, lanes: int) -> ir.Value | None:

@@ -13,7 +13,7 @@ from typing import cast
 from llvmlite import ir
 
 from ..dtype import dtype_info
-from ..ir.functor import uses_var, walk
+from ..ir.functor import structural_equal, uses_var, walk
 from ..ir.nodes import Load, Stmt, Store
 from ..te.expr import Binary, BinOp, Const, Var
 
@@ -299,6 +299,24 @@ def element_ptr(b: ir.IRBuilder, base: ir.Value, index: ir.Value, elem: ir.Type)
     if index.type.width < 64:
         index = b.sext(index, I64)
     return b.gep(base, [index], inbounds=True, source_etype=elem)
+
+
+def accumulated_buffers(body: Stmt) -> set[int]:
+    """Ids of the buffers some store updates in place (it reads the element it writes): a
+    reduction's accumulators, which LLVM keeps in registers while the update loop runs, whatever
+    the size of the buffer that holds them between loops."""
+    found: set[int] = set()
+
+    def visit(n: object) -> None:
+        if type(n) is Store and id(n.buffer) not in found:
+            reads_itself: list[bool] = []
+            walk(n.value, lambda e: reads_itself.append(True) if type(e) is Load and e.buffer is n.buffer
+                 and structural_equal(e.index, n.index) else None)
+            if reads_itself:
+                found.add(id(n.buffer))
+
+    walk(body, visit)
+    return found
 
 
 def _padded_lanes(count: int, masked_tails: bool) -> int:

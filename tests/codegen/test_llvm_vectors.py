@@ -176,3 +176,24 @@ def test_a_local_buffer_larger_than_the_register_file_is_memory():
     np.testing.assert_array_equal(b, a)
     raw = f.get_source("ll-raw")
     assert f"store <{lanes} x float>" not in raw and raw.count("masked.store.v16f32") >= 2
+
+
+def test_a_large_local_buffer_that_accumulates_keeps_plain_accesses():
+    """A row of accumulators larger than the register file (a blocked conv's 10-lane outputs, 64
+    columns) is updated tile by tile, each tile in registers while its reduction runs: masked
+    loads and stores would keep every update in memory (30x slower)."""
+    lanes, rows, steps = 10, REGISTER_FILE_BYTES // (10 * 4) + 1, 3
+    A, B = Buffer("A", (steps * lanes,), "float32"), Buffer("B", (rows * lanes,), "float32")
+    T = Buffer("T", (rows * lanes,), "float32", "local")
+    i, k = Var("i"), Var("k")
+    at = Ramp(mul(i, c(lanes)), c(1), lanes)
+    update = Store(T, at, add(Load(T, at), Load(A, Ramp(mul(k, c(lanes)), c(1), lanes))))
+    body = Allocate(T, seq(loop(i, rows, Store(T, at, Broadcast(Const(0.0, "float32"), lanes))),
+                           loop(i, rows, loop(k, steps, update)), loop(i, rows, Store(B, at, Load(T, at)))))
+    f = build_masked_tails(PrimFunc("accumulated_local", (A, B), body), True)
+    a = rng.random(steps * lanes, np.float32)
+    b = np.zeros(rows * lanes, np.float32)
+    f(a, b)
+    np.testing.assert_allclose(b, np.tile(a.reshape(steps, lanes).sum(0), rows), rtol=1e-6)
+    raw = f.get_source("ll-raw")
+    assert f"store <{lanes} x float>" in raw and f"load <{lanes} x float>" in raw    # T's; A and B masked
