@@ -272,6 +272,15 @@ def test_block_rows_rule(C, F, OW, KH, want):
 
 
 @pytest.mark.usefixtures("rule_caches")
+@pytest.mark.parametrize("C, want", [(80, 16), (144, 32), (75, 16), (200, 32)])
+def test_ic_block_pads_the_channels_by_at_most_an_eighth(C, want):
+    """A 1x1 kernel fits blocks of 64: 80 channels in blocks of 64 would compute 128, 16 divide
+    them; 144 in blocks of 32 compute 160 (a ninth more), 75 in blocks of 16 80, 200 in blocks of
+    32 224 (64 would compute 256)."""
+    assert first_values(AVX512, C, 256, 28, KH=1)["nchwc_ic_bn"] == want
+
+
+@pytest.mark.usefixtures("rule_caches")
 def test_ic_block_fits_half_the_l1_and_prefers_a_divisor():
     got = first_values(AVX512, 256, 256, 14)
     block = got["nchwc_ic_bn"] * 9 * got["nchwc_oc_bn"] * 4

@@ -1,7 +1,8 @@
 """More convolutions and the conv/dense + pointwise epilogue templates on the CPU.
 
-conv1d (NCW), conv2d_nhwc, conv2d_bias_relu and conv2d_bn (NCHW, batch norm folded into the
-weights and bias by `autotune.topi.conv.fold_batch_norm`), dense_gelu (dense + bias + gelu).
+conv1d (NCW, or as one image row through the conv2d algorithms), conv2d_nhwc, conv2d_bias_relu
+and conv2d_bn (NCHW, batch norm folded into the weights and bias by
+`autotune.topi.conv.fold_batch_norm`), dense_gelu (dense + bias + gelu).
 The epilogue templates compute the conv or matmul tile into a local buffer at the output's tile
 loop and apply bias and activation on that tile, so the pre-activation never reaches memory.
 """
@@ -14,12 +15,25 @@ import numpy as np
 from ... import te
 from ...dtype import dtype_info
 from ...topi import conv as topi_conv, elementwise as topi_elementwise
-from ..task import template
-from .conv2d import conv2d_nchw_schedule, nchw_geometry
+from ...topi.conv import ConvGeometry
+from ..schedule import Schedule
+from ..space import Condition, KnobScope
+from ..task import count_flop, template
+from .conv2d import ALGORITHMS, algorithm_order, conv2d_nchw_schedule, nchw_geometry
 from .conv2d_nchw import place_pad
 from .matmul import matmul_body
-from .rules import ascending_first, cpu_facts, enough_chunks, first, largest_fitting, register_tile
+from .rules import (
+    ascending_first,
+    constant_input,
+    cpu_facts,
+    enough_chunks,
+    first,
+    lanes,
+    largest_fitting,
+    register_tile,
+)
 
+ROW = "row."                          # conv1d: the prefix of its knobs as a conv2d of one row
 RC_TILES = (1, 4, 8, 16, 32)          # input channels per block of the reduction
 CONV1D_F = (1, 2, 4, 8, 16)           # conv1d: filters per register tile (its rows)
 CONV1D_X = (4, 8, 16, 32, 64)         # conv1d: output positions per register tile (its vector columns)
@@ -41,7 +55,7 @@ def _annotate_reduction(cfg: Any, s: Any, CC: te.Tensor, spatial: list, rc: Any,
 
 
 def _reduction_knobs(cfg: Any, Cg: int, tile_weights: int, kernel_w: int, padded: bool, outer_chunks: int,
-                     dtype: str) -> None:
+                     dtype: str, when: Condition | None = None) -> None:
     """The knobs of the channel reduction, each with its rule's value first:
 
     tile_rc = the most input channels (of 1, 4, 8, 16, 32) whose weights for one output tile
@@ -54,11 +68,13 @@ def _reduction_knobs(cfg: Any, Cg: int, tile_weights: int, kernel_w: int, padded
     """
     nbytes = dtype_info(dtype).bytes
     rc = largest_fitting(RC_TILES, lambda c: c * tile_weights * nbytes <= cpu_facts(cfg).l1d_bytes // 4)
-    cfg.define_split("tile_rc", Cg, 2, policy="candidate", candidate=[[-1, v] for v in ascending_first(rc, RC_TILES)])
-    cfg.define_knob("reduce_order", ["rc_outer", "kernel_outer"])
-    cfg.define_knob("unroll_kernel", first(int(kernel_w <= 8), [0, 1]))
-    cfg.define_knob("pad", first("root" if padded else "inline", ["inline", "root"]))
-    cfg.define_knob("parallel", first("outer" if enough_chunks(cfg, outer_chunks) else "fused", ["fused", "outer"]))
+    cfg.define_split("tile_rc", Cg, 2, policy="candidate", candidate=[[-1, v] for v in ascending_first(rc, RC_TILES)],
+                     when=when)
+    cfg.define_knob("reduce_order", ["rc_outer", "kernel_outer"], when=when)
+    cfg.define_knob("unroll_kernel", first(int(kernel_w <= 8), [0, 1]), when=when)
+    cfg.define_knob("pad", first("root" if padded else "inline", ["inline", "root"]), when=when)
+    cfg.define_knob("parallel", first("outer" if enough_chunks(cfg, outer_chunks) else "fused", ["fused", "outer"]),
+                    when=when)
 
 
 # ---- conv1d NCW --------------------------------------------------------------------------------
@@ -71,23 +87,38 @@ def _conv1d_reference(x, w, stride, padding, dilation, groups, **_):
           description="NCW conv1d with stride, padding, dilation and groups: X N x C x L, W F x C/groups x K")
 def conv1d_template(cfg, N: int, C: int, L: int, F: int, K: int, stride: Any, padding: Any, dilation: Any,
                     groups: int, dtype: str = "float32"):
-    """Output tiles (filters x vectorized positions) accumulated locally; channels split.
+    """The conv as one image row through the conv2d algorithms (knobs "row.*", the default by
+    `row_algorithms`), or "ncw": output tiles (filters x vectorized positions) accumulated
+    locally, channels split; records from before the algorithm knob load as "ncw".
 
-    Default: matmul's register tile rule (`register_tile`) with positions as columns and filters
-    as rows: tile_x = 2 x lanes, tile_f = the most filters whose accumulators fit in 3/4 of the
-    vector registers; then the channel rules of `_reduction_knobs`. Other values ascending.
+    "ncw" defaults: matmul's register tile rule (`register_tile`) with positions as columns and
+    filters as rows: tile_x = 2 x lanes, tile_f = the most filters whose accumulators fit in 3/4
+    of the vector registers; then the channel rules of `_reduction_knobs`. Other values ascending.
     """
     if N < 1:
         raise ValueError(f"conv1d: batch N must be >= 1, got {N}")
     g = topi_conv.conv_geometry("conv1d", C, F, (L,), (K,), stride, padding, dilation, groups)
+    row = topi_conv.conv_geometry("conv1d", C, F, (1, L), (1, K), (1, *g.stride),
+                                  (0, *g.pad_before, 0, *g.pad_after), (1, *g.dilation), groups)
+    sub = KnobScope(cfg, ROW)
+    methods = row_algorithms(row, N, lanes(cfg, dtype), constant_input(cfg, 1))
+    sub.define_knob("algorithm", [*methods, "ncw"], absent="ncw")
+    for name in methods:
+        ALGORITHMS[name].define_knobs(sub, row, N, dtype, when=("algorithm", (name,)))
+    ncw = (ROW + "algorithm", ("ncw",))
     tx, tf, _ = register_tile(cfg, dtype, F, CONV1D_X, CONV1D_F, (1,))
-    cfg.define_split("tile_f", F, 2, policy="candidate", candidate=[[-1, v] for v in ascending_first(tf, CONV1D_F)])
+    cfg.define_split("tile_f", F, 2, policy="candidate", candidate=[[-1, v] for v in ascending_first(tf, CONV1D_F)],
+                     when=ncw)
     cfg.define_split("tile_x", g.out[0], 2, policy="candidate",
-                     candidate=[[-1, v] for v in ascending_first(tx, CONV1D_X)])
-    _reduction_knobs(cfg, C // groups, tf * K, K, g.has_padding, N * -(-F // tf), dtype)
+                     candidate=[[-1, v] for v in ascending_first(tx, CONV1D_X)], when=ncw)
+    _reduction_knobs(cfg, C // groups, tf * K, K, g.has_padding, N * -(-F // tf), dtype, when=ncw)
     X = te.placeholder((N, C, L), dtype, name="X")
     Wt = te.placeholder((F, C // groups, K), dtype, name="W")
     P, Y = topi_conv.conv1d_ncw(X, Wt, stride, padding, dilation, groups)
+    cfg.add_flop(count_flop([Y]))
+    if sub["algorithm"].val != "ncw":
+        s, Y = _as_row(sub, X, Wt, row)
+        return s, [X, Wt, Y]
     s = te.create_schedule(Y.op)
     place_pad(cfg, s, P, g.has_padding)
     CC = s.cache_write(Y, "local")
@@ -106,6 +137,43 @@ def conv1d_template(cfg, N: int, C: int, L: int, F: int, K: int, stride: Any, pa
     _annotate_reduction(cfg, s, CC, [cf, cx], rc, [rk])
     s[Y].vectorize(xi)
     return s, [X, Wt, Y]
+
+
+def row_algorithms(row: ConvGeometry, N: int, vec: int, constant_weights: bool) -> list[str]:
+    """The conv2d algorithms for a conv1d as one image row, the default first: conv2d's rule
+    (`algorithm_order`), but the GEMM first where it applies and the conv is strided (the
+    blocked conv reads its single row through the stride) or its channels per group are not
+    whole vectors (the blocked layout's input blocks are then partial vectors or padded). Zen 5,
+    2 threads, weights constant, x onnxruntime, blocked / GEMM: strided, 512 -> 512 k3 over
+    1499 0.38 / 1.04, 384 -> 384 over 3000 0.37 / 0.97, 768 -> 768 over 3000 0.37 / 0.90;
+    partial blocks, 33 -> 65 k3 over 1777 0.22 / 0.83, 40 -> 80 k3 dilation 2 over 5000 0.66 /
+    0.85, 100 -> 200 k3 over 640 0.77 / 1.00, 200 -> 100 k5 0.61 / 0.78, but 24 -> 48 k5 over
+    3001 0.88 / 0.75; whole vectors, kept blocked: 80 -> 256 k3 over 3000 1.04 / 0.94, 128 ->
+    128 k3 over 777 1.16 / 0.90, 256 -> 256 k7 1.14 / 0.94, 64 -> 128 k5 1.18 / 0.91, but
+    96 -> 96 k7 over 2048 0.83 / 0.96. "ncw", last, ran best on 96 -> 96 k7 (1.13), 24 -> 48
+    k5 over 3001 (1.03) and 40 -> 80 k3 dilation 2 over 5000 (0.99): no rule for it yet."""
+    names = algorithm_order(row, N, vec, constant_weights)
+    partial_blocks = (row.in_channels // row.groups) % vec != 0
+    if "gemm" in names and (row.stride[1] > 1 or partial_blocks):
+        names.insert(0, names.pop(names.index("gemm")))
+    return names
+
+
+def _as_row(cfg: Any, X: te.Tensor, Wt: te.Tensor, row: ConvGeometry) -> tuple[Schedule, te.Tensor]:
+    """conv1d(X, Wt) through the conv2d algorithm of cfg["algorithm"] on views of X and Wt as
+    one image row (inlined: they copy nothing), then the copy of its row out, vectorised."""
+    (N, C, L), (F, Cg, K) = X.shape, Wt.shape
+    X_row = te.compute((N, C, 1, L), lambda n, c, _, x: X[n, c, x], name="X_row")
+    W_row = te.compute((F, Cg, 1, K), lambda f, c, _, k: Wt[f, c, k], name="W_row")
+    s, Y = ALGORITHMS[cfg["algorithm"].val].build(
+        cfg, X_row, W_row, row, None, (),
+        finish=lambda Z: te.compute((N, F, row.out[1]), lambda n, f, x: Z[n, f, 0, x], name="Y"))
+    s[X_row].compute_inline()
+    s[W_row].compute_inline()
+    n, f, x = Y.op.axis
+    s[Y].parallel(s[Y].fuse(n, f))
+    s[Y].vectorize(s[Y].split(x, lanes(cfg, Y.dtype))[1])
+    return s, Y
 
 
 # ---- conv2d NHWC -------------------------------------------------------------------------------
