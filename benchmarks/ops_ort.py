@@ -72,7 +72,7 @@ CASES = [
       for b, m, n, k in [(12, 128, 128, 64), (12, 128, 64, 128), (8, 77, 77, 64), (8, 77, 64, 77),
                          (16, 197, 197, 64), (16, 197, 64, 197), (12, 50, 50, 64), (3, 333, 251, 129)]),
     *(Case(op, dict(shape=(1000, 1001)), node, {})
-      for op, node in [("exp", "Exp"), ("sigmoid", "Sigmoid"), ("tanh", "Tanh"), ("erf", "Erf")]),
+      for op, node in [("exp", "Exp"), ("sigmoid", "Sigmoid"), ("tanh", "Tanh"), ("erf", "Erf"), ("sin", "Sin")]),
     *(Case("transpose", dict(shape=shape, axes=axes), "Transpose", dict(perm=list(axes)))
       for shape, axes in [((1001, 999), (1, 0)), ((1, 64, 57, 57), (0, 2, 3, 1)), ((1, 197, 12, 64), (0, 2, 1, 3)),
                           ((8, 77, 8, 64), (0, 2, 1, 3))]),

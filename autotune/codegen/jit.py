@@ -25,6 +25,7 @@ class _Host:
     cpu: str
     flat_features: str
     openmp: bool        # libgomp loaded: PARALLEL loops can be launched with GOMP_parallel
+    libmvec: bool       # glibc's vector math library loaded (`llvm_vecmath`)
 
     def new_machine(self) -> llvm.TargetMachine:
         """A target machine for the host: opt level 3, host CPU and all its features."""
@@ -69,14 +70,31 @@ def masked_vectors() -> bool:
 @functools.cache
 def host() -> _Host:
     """The host description, made once (initializes LLVM's native target, keeps the C heap's large
-    blocks mapped and loads libgomp)."""
+    blocks mapped and loads libgomp and libmvec)."""
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     cpu, triple = host_cpu(), llvm.get_process_triple()
     machine = llvm.Target.from_triple(triple).create_target_machine(
         cpu=cpu.name, features=cpu.flat_features, opt=3, codemodel="jitdefault", jit=True)
     _keep_heap_mapped()
-    return _Host(machine, triple, cpu.name, cpu.flat_features, _load_openmp())
+    return _Host(machine, triple, cpu.name, cpu.flat_features, _load_openmp(), _load_library("libmvec.so.1"))
+
+
+def vector_libm() -> tuple[str, int] | None:
+    """(ISA letter, float lanes) of the libmvec functions this CPU runs, or None: "e" and 16 with
+    AVX-512, "d" and 8 with AVX2 (the x86 vector function ABI's names)."""
+    features = host_cpu().features
+    if not host().libmvec:
+        return None
+    return ("e", 16) if features.get("avx512f") else ("d", 8) if features.get("avx2") else None
+
+
+def _load_library(name: str) -> bool:
+    try:
+        llvm.load_library_permanently(name)
+        return True
+    except RuntimeError:
+        return False
 
 
 # libgomp's wait before a thread sleeps, in spin iterations, unless the user set OMP_WAIT_POLICY
@@ -216,7 +234,8 @@ def emit_object(ir_text: str, entry: str = "module") -> bytes:
     """parse -> verify -> O3 -> relocatable object code for the host (what MCJIT would run).
 
     The bytes stand alone: `load_object` in another process (or after a restart, from a disk
-    cache) needs nothing else. They reference only libc/libm and, for parallel loops, libgomp.
+    cache) needs nothing else. They reference only libc/libm, libgomp for parallel loops and
+    libmvec for vectors of sines and cosines; `host()` loads both.
     """
     module = _parse_optimized(ir_text, entry)
     return host().new_machine().emit_object(module)

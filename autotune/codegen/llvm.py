@@ -64,8 +64,7 @@ class _Scope:
 
 
 # Calls: inline code (llvm_math.INLINE: vectorizable, no libm call per lane), else LLVM intrinsics.
-_LLVM_INTRINSIC = {"sqrt": "sqrt", "fabs": "fabs", "floor": "floor", "ceil": "ceil", "pow": "pow", "sin": "sin",
-                   "cos": "cos"}    # sin and cos: a libm call per lane
+_LLVM_INTRINSIC = {"sqrt": "sqrt", "fabs": "fabs", "floor": "floor", "ceil": "ceil", "pow": "pow"}
 
 
 def _is_contiguous(index: Expr) -> TypeGuard[Ramp]:

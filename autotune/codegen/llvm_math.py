@@ -28,6 +28,7 @@ from .llvm_helpers import (
     shuffle_indices,
     vector_of,
 )
+from .llvm_vecmath import emit_cos, emit_sin
 
 Emitter = Callable[[ir.IRBuilder, ir.Value], ir.Value]
 
@@ -274,4 +275,5 @@ def per_lane_call(b: ir.IRBuilder, fn: ir.Function, x: ir.Value) -> ir.Value:
 
 # The calls the codegen emits inline, by te name; the others map to LLVM intrinsics.
 INLINE: dict[str, Emitter] = {"exp": emit_exp, "log": emit_log, "tanh": emit_tanh,
-                              "sigmoid": emit_sigmoid, "erf": emit_erf, "rsqrt": emit_rsqrt}
+                              "sigmoid": emit_sigmoid, "erf": emit_erf, "rsqrt": emit_rsqrt,
+                              "sin": emit_sin, "cos": emit_cos}

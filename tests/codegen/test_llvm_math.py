@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from autotune.codegen import build_module, llvm_math
+from autotune.codegen import build_module, jit, llvm_math
 from autotune.ir.nodes import Allocate, Buffer, IfThenElse, Load, PrimFunc, Ramp, Store, seq
 from autotune.te.expr import Binary, BinOp, Call, CmpOp, Compare, Var
 
@@ -203,3 +203,23 @@ def test_pow_two_arguments():
     out = np.zeros(n, np.float32)
     f(a, b, out)
     np.testing.assert_allclose(out, a ** b, rtol=2e-6)
+
+
+LARGE = np.concatenate([np.linspace(-1e5, 1e5, 4001), np.linspace(-10, 10, 2001), [0.0, -0.0, 1e-30, np.pi]])
+
+
+@pytest.mark.parametrize("fn", ["sin", "cos"])
+@pytest.mark.parametrize("lanes", [1, 13, 16, 40])
+def test_sin_and_cos_over_the_whole_range(fn, lanes):
+    """A register of lanes per libmvec call where glibc has it (odd lane counts in padded chunks),
+    libm per lane elsewhere: both within a few ulp of the double result, up to 1e5 radians."""
+    x = _pad(LARGE.astype(np.float32), lanes)
+    call = lambda v: Call(fn, (v,), "float32")
+    f = elementwise(fn, "float32", len(x), call) if lanes == 1 else vector_map(f"{fn}{lanes}", "float32", len(x),
+                                                                              lanes, call)
+    out = np.zeros_like(x)
+    f(x, out)
+    np.testing.assert_allclose(out, getattr(np, fn)(x.astype(np.float64)), rtol=0, atol=3e-7)
+    if lanes > 1 and jit.vector_libm() is not None:
+        isa, width = jit.vector_libm()
+        assert f"_ZGV{isa}N{width}v_{fn}f" in f.get_source("ll") and f"@{fn}f(" not in f.get_source("ll")
