@@ -173,8 +173,8 @@ def algorithm_order(g: ConvGeometry, N: int, vec: int, constant_weights: bool = 
         names.insert(0, names.pop(names.index("nchw")))
     pointwise = (_stride1_pointwise(g) or _strided_pointwise(g)) and not gemm.pads_panels(g, vec)
     if g.groups > 1 and not g.depthwise:
-        names = [name for name in names if name != "gemm"] + ["gemm"] * ("gemm" in names)
-        return names[-1:] + names[:-1] if pointwise and names[-1] == "gemm" else names
+        others, gemm_ = [name for name in names if name != "gemm"], ["gemm"] * ("gemm" in names)
+        return gemm_ + others if pointwise else others + gemm_
     weights = g.out_channels * g.in_channels // g.groups * g.kernel[0] * g.kernel[1]
     heavy_weights = not constant_weights and weights > N * g.in_channels * g.spatial[0] * g.spatial[1]
     if "gemm" in names and names[0] != "winograd" and (heavy_weights or pointwise):
