@@ -131,15 +131,7 @@ def _keep_heap_mapped() -> None:
 def _load_openmp() -> bool:
     if "OMP_WAIT_POLICY" not in os.environ:
         os.environ.setdefault("GOMP_SPINCOUNT", GOMP_SPINCOUNT)   # read once, when libgomp loads
-    for name in (ctypes.util.find_library("gomp"), "libgomp.so.1"):
-        if not name:
-            continue
-        try:
-            llvm.load_library_permanently(name)
-            return True
-        except RuntimeError:
-            continue
-    return False
+    return any(_load_library(name) for name in (ctypes.util.find_library("gomp"), "libgomp.so.1") if name)
 
 
 def triple_and_layout() -> tuple[str, str]:

@@ -19,7 +19,7 @@ from ...topi.conv import ConvGeometry
 from ..schedule import Schedule
 from ..space import Condition, KnobScope
 from ..task import count_flop, template
-from .conv2d import ALGORITHMS, algorithm_order, conv2d_nchw_schedule, nchw_geometry
+from .conv2d import ALGORITHMS, algorithm_order, conv2d_nchw_schedule, define_algorithm_knobs, nchw_geometry
 from .conv2d_nchw import place_pad
 from .matmul import matmul_body
 from .rules import (
@@ -102,9 +102,7 @@ def conv1d_template(cfg, N: int, C: int, L: int, F: int, K: int, stride: Any, pa
                                   (0, *g.pad_before, 0, *g.pad_after), (1, *g.dilation), groups)
     sub = KnobScope(cfg, ROW)
     methods = row_algorithms(row, N, lanes(cfg, dtype), constant_input(cfg, 1))
-    sub.define_knob("algorithm", [*methods, "ncw"], absent="ncw")
-    for name in methods:
-        ALGORITHMS[name].define_knobs(sub, row, N, dtype, when=("algorithm", (name,)))
+    define_algorithm_knobs(sub, row, N, dtype, [*methods, "ncw"], absent="ncw")
     ncw = (ROW + "algorithm", ("ncw",))
     tx, tf, _ = register_tile(cfg, dtype, F, CONV1D_X, CONV1D_F, (1,))
     cfg.define_split("tile_f", F, 2, policy="candidate", candidate=[[-1, v] for v in ascending_first(tf, CONV1D_F)],

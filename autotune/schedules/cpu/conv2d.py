@@ -213,9 +213,19 @@ def define_algorithms(cfg: Any, g: ConvGeometry, N: int, dtype: str) -> None:
     """The "algorithm" knob over the algorithms that apply (the default rule's pick first), then
     each one's knobs, read only under it."""
     names = algorithm_order(g, N, rules.lanes(cfg, dtype), rules.constant_input(cfg, 1))
-    cfg.define_knob("algorithm", names, absent="nchw")
+    define_algorithm_knobs(cfg, g, N, dtype, names, absent="nchw")
+
+
+def define_algorithm_knobs(cfg: Any, g: ConvGeometry | None, N: int, dtype: str, names: Sequence[str],
+                           absent: str) -> None:
+    """The "algorithm" knob over `names`, the default first (`absent`: what records made before
+    the knob load as), then the knobs of each conv2d algorithm among them, read only under it. A
+    template that runs a conv (geometry g; None where it has none to run) through these
+    algorithms adds its own schedule to the names and defines that one's knobs itself."""
+    cfg.define_knob("algorithm", list(names), absent=absent)
     for name in names:
-        ALGORITHMS[name].define_knobs(cfg, g, N, dtype, when=("algorithm", (name,)))
+        if name in ALGORITHMS and g is not None:
+            ALGORITHMS[name].define_knobs(cfg, g, N, dtype, when=("algorithm", (name,)))
 
 
 def direct_flop(X: te.Tensor, Wt: te.Tensor, g: ConvGeometry, epilogue: Epilogue | None) -> float:

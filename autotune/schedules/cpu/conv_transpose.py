@@ -38,7 +38,7 @@ from ...topi.conv import ConvGeometry
 from ..schedule import Schedule
 from ..space import KnobScope
 from ..task import template
-from .conv2d import ALGORITHMS, algorithm_order
+from .conv2d import ALGORITHMS, algorithm_order, define_algorithm_knobs
 from .conv2d_nchw import TILE_F, TILE_X, define_tile_knobs, place_pad, schedule_nchw, tile_rules
 from .rules import constant_input, first, lanes, split_first
 
@@ -79,9 +79,7 @@ def conv_transpose2d_template(cfg: Any, N: int, C: int, H: int, W: int, F: int, 
     sub = KnobScope(cfg, SUBPIXEL)
     conv = topi.subpixel_geometry(g) if g.dilation == (1, 1) else None
     methods = [] if conv is None else algorithm_order(conv, N, lanes(cfg, dtype), constant_input(cfg, 1))
-    sub.define_knob("algorithm", [*methods, "gather"], absent="gather")
-    for name in methods:
-        ALGORITHMS[name].define_knobs(sub, conv, N, dtype, when=("algorithm", (name,)))
+    define_algorithm_knobs(sub, conv, N, dtype, [*methods, "gather"], absent="gather")
     define_tile_knobs(cfg, F, Cg, g.out, tile_rules(cfg, dtype, g.out, g.kernel, Fg, Cg, 1), _pad(cfg, dtype, Fg),
                       when=(SUBPIXEL + "algorithm", ("gather",)))
     cfg.add_flop(2.0 * N * C * H * W * Fg * KH * KW)
