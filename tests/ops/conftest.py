@@ -1,5 +1,6 @@
 """Shared by the op tests: a private kernel cache and no tuning database (so ops run their
-template's default config), and `check_configs`, which runs a template's configs against numpy."""
+template's default config), `check_configs`, which runs a template's configs against numpy, and
+`check_each_value`, which runs every value of one algorithm knob against numpy."""
 import math
 import random
 import warnings
@@ -50,3 +51,23 @@ def _check_configs(op, n_random=2, seed=0, exact=False, **params):
 @pytest.fixture
 def check_configs():
     return _check_configs
+
+
+def _check_each_value(task, knob, seed=0):
+    """Every value of `knob` (an algorithm knob), with the default config's other knobs, gives
+    numpy's answer (rtol and atol 1e-4); returns the values."""
+    x = task.make_inputs(np.random.default_rng(seed))
+    want = task.reference(x)[0]
+    values = [e.val for e in task.config_space.knobs[knob].entities]
+    defaults = task.config(0).to_json()["knobs"]
+    for value in values:
+        config = task.config_space.from_json({"knobs": {**defaults, knob: value}})
+        got = np.full(want.shape, np.nan, np.float32)
+        autotune.build(*task.instantiate(config.index))(*x, got)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=value)
+    return values
+
+
+@pytest.fixture
+def check_each_value():
+    return _check_each_value
