@@ -7,7 +7,8 @@ onnxruntime model, measured in the same process.
 Cases: softmax (BERT's attention rows, a vocabulary of 50257, odd rows), layer_norm, batch matmul
 (attention scores and context at sequence lengths 77, 197, ...), exp / sigmoid / tanh / erf,
 transposes (2-d, NCHW -> NHWC, attention head permutes), pooling (3x3 max and average, global
-average), transposed convs (GAN and U-Net upsampling, odd sizes), instance norm, broadcast add
+average), transposed convs (GAN and U-Net upsampling, odd sizes), instance norm, concats (odd
+planes, a DenseNet block's twelve inputs, Inception's four, a KV cache's new row), broadcast add
 and batch_norm. Every output is checked against the template's numpy
 reference before timing; a mismatch stops the run.
 
@@ -93,6 +94,10 @@ CASES = [
                             (200, 400, 20, 4, 1), (60, 60, 56, 3, 3)]),
     *(Case("instance_norm", dict(shape=shape, eps=1e-5), "InstanceNormalization", dict(epsilon=1e-5))
       for shape in [(1, 64, 56, 56), (2, 37, 45, 45)]),
+    *(Case("concat", dict(shape=shape, axis=axis, sizes=sizes), "Concat", dict(axis=axis))
+      for shape, axis, sizes in [((1, 192, 57, 57), 1, (64, 32, 96)), ((1, 416, 56, 56), 1, (64,) + (32,) * 11),
+                                 ((1, 256, 28, 28), 1, (64, 128, 32, 32)), ((8, 12, 78, 64), 2, (77, 1)),
+                                 ((1000, 1001), 1, (501, 500))]),
     Case("add", dict(a_shape=(197, 768), b_shape=(768,)), "Add", {}),
     Case("batch_norm", dict(N=1, C=64, H=56, W=56), "BatchNormalization", dict(epsilon=1e-5), order=(0, 3, 4, 1, 2)),
 ]

@@ -15,6 +15,7 @@ from .passes.partition import partition_loops
 from .passes.register_tiles import unmask_register_tiles
 from .passes.simplify import simplify
 from .passes.unroll import unroll_loops
+from .passes.unswitch import unswitch_selects
 from .passes.vectorize import vectorize_loops
 from .passes.verify import verify
 from .schedule_ops import NestBuilder, needed_stages, param_buffers
@@ -40,6 +41,7 @@ def lower(s: Schedule, args: Sequence[Tensor], name: str = "main", given: Sequen
     body = _after("build", NestBuilder(s, bounds, params, needed).build())  # loops, guards, flat accesses
     body = _after("simplify", simplify(body))                       # fold index math, drop proven guards
     body = _after("partition", partition_loops(body))               # main ranges without tail guards
+    body = _after("unswitch", unswitch_selects(body))               # selects a loop body cannot change, hoisted
     body = _after("vectorize", vectorize_loops(body))               # vector loops -> Ramp/Broadcast lanes
     body = _after("unroll", unroll_loops(body))                     # unrolled loops -> body copies
     body = _after("simplify", simplify(body))                       # fold what unrolling exposed
