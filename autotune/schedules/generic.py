@@ -91,8 +91,10 @@ def vectorize_by(stage: Stage, axis: IterVar, extent: int, width: int) -> None:
     stage.vectorize(axis)
 
 
-def schedule_injective(cfg: Any, s: Schedule, out: Tensor, prefix: str = "") -> None:
+def schedule_injective(cfg: Any, s: Schedule, out: Tensor, prefix: str = "",
+                       axes: Sequence[IterVar] | None = None) -> None:
     """One fused loop nest for an injective output: vector inner loop, parallel outer chunks.
+    `axes`: the output's leaf axes to schedule, outermost first (default: its axes as computed).
 
     Knobs: `tile_inner` (outer, unroll, vector width of the innermost axis), `fuse_inner`
     (whether the outer part of the innermost axis joins the parallel fused loop), `chunk`
@@ -103,7 +105,7 @@ def schedule_injective(cfg: Any, s: Schedule, out: Tensor, prefix: str = "") -> 
     """
     inline_injective(s)
     st = s[out]
-    *outer, inner = st.op.axis
+    *outer, inner = st.op.axis if axes is None else axes
     rows = math.prod(a.extent for a in outer)
     fuse = not enough_chunks(cfg, rows)
     if outer:
