@@ -44,6 +44,21 @@ def test_pools_outside_the_templates(op, attrs):
     _check(*_one(op, RNG.standard_normal((2, 3, 13, 11)).astype(F), opset=19, **attrs))   # AveragePool dilations: 19
 
 
+@pytest.mark.parametrize("op,shape,attrs", [
+    ("AveragePool", (1, 37, 7, 7), dict(kernel_shape=[7, 7])),
+    ("AveragePool", (2, 5, 7, 9), dict(kernel_shape=[7, 9], strides=[7, 9], ceil_mode=1)),
+    ("MaxPool", (1, 19, 13, 13), dict(kernel_shape=[13, 13], strides=[2, 2])),
+    ("AveragePool", (2, 3, 97), dict(kernel_shape=[97])),
+])
+def test_a_window_over_the_whole_input_is_the_global_pool(op, shape, attrs):
+    """ResNet's 7x7 AveragePool at 7x7 imports as one global pool, with onnxruntime's values."""
+    from autotune.frontend.onnx import load
+
+    model, feeds = _one(op, RNG.standard_normal(shape).astype(F), **attrs)
+    assert [n.op for n in load(model).nodes if not n.is_view] == ["global_avg_pool" if op == "AveragePool" else "max"]
+    _check(model, feeds)
+
+
 def test_a_3d_pool_runs_one_axis_at_a_time():
     x = RNG.standard_normal((1, 2, 5, 7, 6)).astype(F)
     _check(*_one("AveragePool", x, kernel_shape=[2, 3, 2], strides=[1, 2, 2], pads=[1, 0, 1, 1, 1, 0]))
