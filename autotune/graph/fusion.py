@@ -7,7 +7,9 @@ never on models or op sequences:
   a batch norm that `fused_task` folds into the conv's weights);
 - a REDUCTION joins a pure pointwise producer group (its prologue), and a pointwise node whose
   only consumer is a reduction starts that prologue rather than extending another group's
-  epilogue: the residual add before a layer norm fuses with the norm;
+  epilogue: the residual add before a layer norm fuses with the norm; a reduction over the same
+  rows as a reduction group's joins it, with the pointwise nodes between (`_same_rows`: a layer
+  norm or softmax exported op by op is one kernel, as the row templates are);
 - OUT_EWISE (conv, matmul) anchors start a group: they take epilogues, nothing before them;
 - a matmul whose left operand is a one-matmul group's output chains onto that group when the
   operand fits the chain budget (`chain_budget`: half of L2), as CUTLASS's back-to-back GEMM
@@ -43,6 +45,7 @@ KINDS: dict[str, str] = {
     **dict.fromkeys(("conv2d", "conv2d_grouped", "matmul", "matmul_packed"), OUT_EWISE),
 }
 POINTWISE = (ELEMWISE, BROADCAST)
+ROW_REDUCTIONS = ("sum", "mean", "max", "min")     # the generic reductions (params shape, axes, keepdims)
 MATMULS = ("matmul", "matmul_packed")
 CHAIN_PRODUCTS = 2            # matmuls in one GEMM chain
 
@@ -149,12 +152,13 @@ def _can_join(graph: Graph, uses: _Uses, groups: list[Group], owner: dict[int, i
               kind: str, deps: set[int], chain_bytes: int) -> bool:
     target = owner[producer]
     g = groups[target]
-    takes = kind in _JOINS[g.state] or _chains(graph, uses, g, node, chain_bytes)
+    takes = kind in _JOINS[g.state] or _chains(graph, uses, g, node, chain_bytes) or _same_rows(graph, g, node)
     if not takes or graph.nodes[producer].outputs[0] in uses.outputs:
         return False
     if not _reads(graph, uses, node, g.nodes[-1]):
         return False                       # a second branch: the group's last node would not be its only output
-    if kind in POINTWISE and g.state in (OUT_EWISE, REDUCTION, "injective") and _feeds_reduction(graph, uses, node):
+    if kind in POINTWISE and g.state in (OUT_EWISE, REDUCTION, "injective") and _feeds_reduction(graph, uses, node) \
+            and not _same_rows(graph, g, uses.readers[graph.nodes[node].outputs[0]][0]):
         return False                       # it is the prologue of the reduction it feeds
     return not any(_depends(groups, d, target) for d in deps - {target})
 
@@ -170,6 +174,22 @@ def _chains(graph: Graph, uses: _Uses, g: Group, node: int, chain_bytes: int) ->
             and uses.producer.get(uses.of(a.name)) == g.nodes[-1] and uses.readers[uses.of(a.name)] == [node]
             and uses.producer.get(uses.of(n.inputs[1])) not in g.nodes
             and math.prod(a.shape) * dtype_info(a.dtype).bytes <= chain_bytes)
+
+
+def _same_rows(graph: Graph, g: Group, node: int) -> bool:
+    """Whether reduction `node` reduces the same trailing axes of the same shape as every
+    reduction of reduction group g: a variance after its mean (a layer norm exported op by op),
+    a sum of exponentials after its row maximum. Both are then statistics of one row, computed
+    in the row loop of one kernel as the row templates do (`ROW_REDUCTIONS` only)."""
+    n = graph.nodes[node]
+    reds = [graph.nodes[i] for i in g.nodes if kind_of(graph.nodes[i]) == REDUCTION]
+    if g.state != REDUCTION or n.op not in ROW_REDUCTIONS or not reds:
+        return False
+    rank = len(n.params["shape"])
+    trailing = tuple(range(rank - len(n.params["axes"]), rank))
+    return tuple(sorted(a % rank for a in n.params["axes"])) == trailing and all(
+        r.op in ROW_REDUCTIONS and r.params["shape"] == n.params["shape"]
+        and sorted(a % rank for a in r.params["axes"]) == sorted(a % rank for a in n.params["axes"]) for r in reds)
 
 
 def _reads(graph: Graph, uses: _Uses, node: int, producer: int) -> bool:
