@@ -91,6 +91,19 @@ def test_an_invariant_condition_becomes_one_branch_per_iteration():
     assert runs[0].trace == runs[1].trace
 
 
+def test_gpu_kernels_are_left_alone():
+    """A concat whose loops are bound to blocks and threads keeps its selects: a branch on a
+    thread's index would put the barriers inserted later under divergent control flow."""
+    xs = [te.placeholder((5, 7), name=f"x{k}") for k in range(2)]
+    y = movement.concat(xs, 0)
+    s = te.create_schedule(y.op)
+    i, j = s[y].op.axis
+    s[y].bind(i, te.thread_axis("blockIdx.x"))
+    s[y].bind(j, te.thread_axis("threadIdx.x"))
+    body = partition_loops(built(s, [*xs, y]))
+    assert nodes(body, Select) and unswitch_selects(body) is body
+
+
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_unswitching_keeps_every_store(data):

@@ -58,7 +58,7 @@ class _Guard:
 
 def partition_loops(s: Stmt) -> Stmt:
     """Split (or version) loops so that their main range runs without tail guards."""
-    if _has_thread_loops(s):
+    if has_thread_loops(s):
         return s
     return simplify(split_loops(s))     # fold the guards replaced by true, and 1-iteration pieces
 
@@ -289,7 +289,9 @@ def _has_hot_loop(s: Stmt) -> bool:
     return bool(found)
 
 
-def _has_thread_loops(s: Stmt) -> bool:
+def has_thread_loops(s: Stmt) -> bool:
+    """Whether `s` is a GPU kernel: a branch across a block's threads would put the barriers
+    inserted after lowering under divergent control flow."""
     found = []
     walk(s, lambda n: found.append(n) if isinstance(n, For) and n.kind is ForKind.THREAD_BOUND else None)
     return bool(found)

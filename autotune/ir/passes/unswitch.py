@@ -25,6 +25,7 @@ from ...te.expr import And, Const, Expr, Node, Not, Select, Var
 from ...te.traversal import field_names, transform, walk
 from ..functor import free_vars
 from ..nodes import For, ForKind, IfThenElse, Let, Load, Stmt
+from .partition import has_thread_loops
 from .simplify import simplify
 
 _TRUE, _FALSE = Const(True, "bool"), Const(False, "bool")
@@ -32,10 +33,15 @@ MAX_GROWTH = 2     # one condition's two branches, each smaller than the body, a
 
 
 def unswitch_selects(s: Stmt) -> Stmt:
-    """Every loop's body split on the select conditions it cannot change, outermost loops first."""
+    """Every loop's body split on the select conditions it cannot change, outermost loops first;
+    GPU kernels are left alone, as partition leaves them."""
+    return s if has_thread_loops(s) else _unswitch_loops(s)
+
+
+def _unswitch_loops(s: Stmt) -> Stmt:
     def pre(n: object) -> Stmt | None:
         if type(n) is For and n.kind is not ForKind.VECTORIZED:
-            body = unswitch_selects(_unswitched(n.body, n.var))
+            body = _unswitch_loops(_unswitched(n.body, n.var))
             return n if body is n.body else For(n.var, n.extent, n.kind, body, n.thread)
         return None
     return transform(s, lambda n: None, pre=pre)
