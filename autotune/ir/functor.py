@@ -3,12 +3,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..te.expr import Expr, IterVar, Node, Var
+from ..te.expr import And, Expr, IterVar, Node, Var
 from ..te.traversal import children, field_names, substitute, transform, walk
 from .nodes import Allocate, Buffer, Load, Store
 
 __all__ = [
     "children",
+    "conjuncts",
     "free_vars",
     "replace_buffers",
     "structural_equal",
@@ -25,6 +26,11 @@ def free_vars(node: Node) -> set[Var]:
     out: set[Var] = set()
     walk(node, lambda n: out.add(n) if isinstance(n, Var) else None)
     return out
+
+
+def conjuncts(e: Expr) -> list[Expr]:
+    """The operands of a chain of logical ands, left to right (`e` itself if it is not one)."""
+    return conjuncts(e.a) + conjuncts(e.b) if type(e) is And else [e]
 
 
 def uses_var(node: Node, var: Var) -> bool:

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from ...te.expr import And, Binary, BinOp, CmpOp, Compare, Const, Expr, Select, Var
 from ...te.traversal import substitute, transform, walk
 from ..bounds import const_bound, direction, symbolic_bound
-from ..functor import free_vars, structural_equal, uses_var
+from ..functor import conjuncts, free_vars, structural_equal, uses_var
 from ..nodes import Allocate, For, ForKind, IfThenElse, Let, Load, Seq, Stmt, Store, seq
 from .simplify import Ranges, simplify, simplify_expr
 
@@ -193,7 +193,7 @@ def _guards(loop: For, r: Ranges) -> list[_Guard]:
     found: dict[int, _Guard | None] = {}
 
     def consider(cond: Expr, hot: bool, deep: bool) -> None:
-        for c in _conjuncts(cond):
+        for c in conjuncts(cond):
             g = _lift(c, loop.var, relax, lets, ranges, deep) if hot else None
             prev = found.get(id(c), g)
             same = prev is not None and g is not None and structural_equal(prev.hoisted, g.hoisted)
@@ -253,9 +253,6 @@ def _const_value(e: Expr) -> int | None:
 def _is_true(e: Expr) -> bool:
     return type(e) is Const and e.value is True
 
-
-def _conjuncts(e: Expr) -> list[Expr]:
-    return _conjuncts(e.a) + _conjuncts(e.b) if type(e) is And else [e]
 
 
 def _conjunction(conds: list[Expr]) -> Expr:

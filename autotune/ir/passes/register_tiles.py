@@ -19,10 +19,10 @@ from __future__ import annotations
 import math
 from typing import Any, cast
 
-from ...te.expr import And, Binary, BinOp, CmpOp, Compare, Const, Expr, Var
+from ...te.expr import Binary, BinOp, CmpOp, Compare, Const, Expr, Var
 from ...te.traversal import transform, walk
 from ..bounds import Interval, const_bound
-from ..functor import free_vars, structural_equal
+from ..functor import conjuncts, free_vars, structural_equal
 from ..nodes import Allocate, Broadcast, Buffer, For, IfThenElse, Let, Load, Ramp, Seq, Stmt, Store
 from .simplify import linear, simplify_expr
 
@@ -94,7 +94,7 @@ def _one_mask(group: list[tuple[Load | Store, tuple[Expr, ...]]], bound_inside: 
     every_lane = _every_lane_on(masks[0])
     for a, guards in group:
         if a.predicate is None:
-            if every_lane is None or not any(structural_equal(every_lane, c) for g in guards for c in _conjuncts(g)):
+            if every_lane is None or not any(structural_equal(every_lane, c) for g in guards for c in conjuncts(g)):
                 return False
         elif not structural_equal(a.predicate, masks[0]):
             return False
@@ -140,6 +140,3 @@ def _every_lane_on(mask: Expr) -> Expr | None:
     last = Binary(BinOp.ADD, ramp.base, Const((ramp.lanes - 1) * ramp.stride.value, ramp.base.dtype))
     return simplify_expr(Compare(CmpOp.LT, last, mask.b.value))
 
-
-def _conjuncts(e: Expr) -> list[Expr]:
-    return _conjuncts(e.a) + _conjuncts(e.b) if type(e) is And else [e]

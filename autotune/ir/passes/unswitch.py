@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...te.expr import And, Const, Expr, Node, Not, Select, Var
+from ...te.expr import Const, Expr, Node, Not, Select, Var
 from ...te.traversal import field_names, transform, walk
-from ..functor import free_vars
+from ..functor import conjuncts, free_vars
 from ..nodes import For, ForKind, IfThenElse, Let, Load, Stmt
 from .partition import has_thread_loops
 from .simplify import simplify
@@ -77,7 +77,7 @@ def _select_conditions(body: Stmt) -> list[Expr]:
 
     def visit(n: object) -> None:
         if type(n) is Select and n.cond.lanes == 1 and _reads(n.t) and _reads(n.f):
-            for c in _conjuncts(n.cond):
+            for c in conjuncts(n.cond):
                 c = c.a if type(c) is Not else c
                 if type(c) is not Const and not any(_same(c, f) for f in found):
                     found.append(c)
@@ -128,9 +128,6 @@ def _bound_inside(body: Stmt) -> set[Var]:
     walk(body, lambda n: names.add(n.var) if isinstance(n, (For, Let)) else None)
     return names
 
-
-def _conjuncts(e: Expr) -> list[Expr]:
-    return _conjuncts(e.a) + _conjuncts(e.b) if type(e) is And else [e]
 
 
 def _size(s: Stmt) -> int:
