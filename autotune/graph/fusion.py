@@ -186,10 +186,13 @@ def _same_rows(graph: Graph, g: Group, node: int) -> bool:
     if g.state != REDUCTION or n.op not in ROW_REDUCTIONS or not reds:
         return False
     rank = len(n.params["shape"])
-    trailing = tuple(range(rank - len(n.params["axes"]), rank))
-    return tuple(sorted(a % rank for a in n.params["axes"])) == trailing and all(
-        r.op in ROW_REDUCTIONS and r.params["shape"] == n.params["shape"]
-        and sorted(a % rank for a in r.params["axes"]) == sorted(a % rank for a in n.params["axes"]) for r in reds)
+
+    def rows(r: Node) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        return tuple(r.params["shape"]), tuple(sorted(a % rank for a in r.params["axes"]))
+
+    shape, axes = rows(n)
+    return axes == tuple(range(rank - len(axes), rank)) and all(
+        r.op in ROW_REDUCTIONS and rows(r) == (shape, axes) for r in reds)
 
 
 def _reads(graph: Graph, uses: _Uses, node: int, producer: int) -> bool:
