@@ -87,7 +87,8 @@ CASES = [
            dict(kernel_shape=[k, k], strides=[st, st], pads=[p] * 4, output_padding=[op, op], group=g))
       for c, f, h, k, st, p, op, g in [(64, 32, 28, 4, 2, 1, 0, 1), (128, 64, 16, 4, 2, 1, 0, 1),
                                        (37, 19, 33, 3, 2, 1, 1, 1), (128, 64, 64, 2, 2, 0, 0, 1),
-                                       (40, 80, 15, 3, 2, 1, 1, 4)]),
+                                       (40, 80, 15, 3, 2, 1, 1, 4), (256, 128, 13, 3, 2, 1, 1, 1),
+                                       (29, 31, 40, 5, 2, 2, 1, 1)]),
     *(Case("conv2d_grouped", dict(N=1, C=c, H=h, W=h, F=f, KH=k, KW=k, stride=1, padding=k // 2, dilation=1,
                                   groups=g), "Conv", dict(kernel_shape=[k, k], pads=[k // 2] * 4, group=g))
       for c, f, h, g, k in [(48, 96, 28, 4, 3), (30, 300, 17, 3, 3), (40, 320, 16, 4, 3), (240, 240, 28, 3, 1),

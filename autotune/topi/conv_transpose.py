@@ -18,7 +18,14 @@ Two computes:
   ceil(KH/sh) x ceil(KW/sw) taps (flipped; zero where a phase has fewer), so all phases are one
   conv with F*sh*sw output channels (`subpixel_geometry`, `subpixel_weights`), whose output the
   phases interleave (`depth_to_space`, ONNX DepthToSpace in CRD order, cropped): only the
-  multiply-adds of the taps that exist, through any conv algorithm.
+  multiply-adds of the taps that exist, through any conv algorithm. Where K is not a multiple
+  of s, the shorter phases pad to the longest with zero taps: 16 multiply-adds per 9 for 3x3
+  stride 2.
+- col2im (2-d, dilation 1, as Caffe and onnxruntime do it): first every input pixel times every
+  tap, a 1x1 conv to F*KH*KW channels (`col2im_geometry`, `col2im_weights`): exactly the
+  scatter's multiply-adds; then each phase of the sub-pixel conv's output sums, over its taps,
+  those products at the input pixels it reads (`col2im_phases`), and the phases interleave as
+  above.
 """
 from __future__ import annotations
 
@@ -116,7 +123,7 @@ def conv_transpose_nchw(X: te.Tensor, Wt: te.Tensor, g: TransposeGeometry,
     return P, Y
 
 
-def _subpixel_taps(g: TransposeGeometry) -> tuple[int, ...]:
+def subpixel_taps(g: TransposeGeometry) -> tuple[int, ...]:
     return tuple(-(-k // s) for k, s in zip(g.kernel, g.stride))
 
 
@@ -125,7 +132,7 @@ def subpixel_geometry(g: TransposeGeometry) -> ConvGeometry:
     output channels, ceil(K/s) taps per axis, padded by taps - 1 before and after by what the
     last output row's u reads past the input; its output covers u from 0, the rows before
     pad_top // sh computed and cropped."""
-    taps = _subpixel_taps(g)
+    taps = subpixel_taps(g)
     last = [(o - 1 + lo) // s for o, lo, s in zip(g.out, g.pad_before, g.stride)]
     after = [max(0, u - n + 1) for u, n in zip(last, g.spatial)]
     return conv_geometry("conv_transpose2d", g.in_channels, g.out_channels * g.stride[0] * g.stride[1], g.spatial,
@@ -137,7 +144,7 @@ def subpixel_weights(Wt: te.Tensor, g: TransposeGeometry) -> te.Tensor:
     KW): output channel f*sh*sw + r*sw + r' is phase (r, r') of f; its tap (jy, jx) is kernel
     offset (r + sh*(JH-1-jy), r' + sw*(JW-1-jx)), zero past the kernel."""
     C, Fg, KH, KW = Wt.shape
-    (sh, sw), (JH, JW), groups = g.stride, _subpixel_taps(g), g.groups
+    (sh, sw), (JH, JW), groups = g.stride, subpixel_taps(g), g.groups
     Cg, zero = C // groups, te.const(0, Wt.dtype)
 
     def elem(fp: Any, c: Any, jy: Any, jx: Any) -> Any:
@@ -148,6 +155,54 @@ def subpixel_weights(Wt: te.Tensor, g: TransposeGeometry) -> te.Tensor:
         return te.if_then_else(te.all(*inside), value, zero) if inside else value
 
     return te.compute((g.out_channels * sh * sw, Cg, JH, JW), elem, name="subpixel_w")
+
+
+def col2im_geometry(g: TransposeGeometry) -> ConvGeometry:
+    """The products of col2im: a 1x1 conv of X to F*KH*KW output channels, channel
+    (f*KH + ky)*KW + kx holding every input pixel times tap (ky, kx) of filter f."""
+    taps = g.kernel[0] * g.kernel[1]
+    return conv_geometry("conv_transpose2d", g.in_channels, g.out_channels * taps, g.spatial, (1, 1), 1, 0, 1,
+                         g.groups)
+
+
+def col2im_weights(Wt: te.Tensor, g: TransposeGeometry) -> te.Tensor:
+    """That 1x1 conv's weights (F*KH*KW x C/groups x 1 x 1) from W (C x F/groups x KH x KW)."""
+    C, Fg, KH, KW = Wt.shape
+    Cg = C // g.groups
+
+    def elem(o: Any, c: Any, _y: Any, _x: Any) -> Any:
+        f, tap = o // (KH * KW), o % (KH * KW)
+        return Wt[_in_channel(f, c, g.groups, Fg, Cg), f % Fg if g.groups > 1 else f, tap // KW, tap % KW]
+
+    return te.compute((g.out_channels * KH * KW, Cg, 1, 1), elem, name="col2im_w")
+
+
+def col2im_phases(Z: te.Tensor, g: TransposeGeometry) -> te.Tensor:
+    """The sub-pixel conv's output (layout of `subpixel_geometry`) from col2im's products Z:
+    phase (r, r') of f at (u, u') sums, over jy < JH and jx < JW, Z's channel of tap
+    (r + sh*jy, r' + sw*jx) at input pixel (u - jy, u' - jx), where that tap is in the kernel and
+    that pixel in the image (the reads outside are predicated off)."""
+    N, _, H, W = Z.shape
+    (sh, sw), (JH, JW), (KH, KW) = g.stride, subpixel_taps(g), g.kernel
+    rows, cols = subpixel_geometry(g).out
+    zero = te.const(0, Z.dtype)
+
+    def elem(n: Any, fp: Any, u: Any, v: Any) -> Any:
+        f, phase = fp // (sh * sw), fp % (sh * sw)
+        r, rr = phase // sw, phase % sw
+        total = None
+        for jy in range(JH):
+            for jx in range(JW):
+                ky, kx, y, x = r + sh * jy, rr + sw * jx, u - jy, v - jx
+                checks = ((jy == JH - 1 and KH % sh, ky < KH), (jx == JW - 1 and KW % sw, kx < KW),
+                          (jy, y >= 0), (jx, x >= 0), (rows - jy > H, y < H), (cols - jx > W, x < W))
+                inside = [cond for needed, cond in checks if needed]
+                value = Z[n, (f * KH + ky) * KW + kx, y, x]
+                term = te.if_then_else(te.all(*inside), value, zero) if inside else value
+                total = term if total is None else total + term
+        return total
+
+    return te.compute((N, g.out_channels * sh * sw, rows, cols), elem, name="phases")
 
 
 def depth_to_space(Z: te.Tensor, g: TransposeGeometry, name: str = "Y") -> te.Tensor:

@@ -30,6 +30,8 @@ SUBPIXEL_CASES = [
          dilation=1, groups=3),
     dict(N=1, C=3, H=4, W=5, F=4, KH=1, KW=1, stride=2, padding=0, output_padding=1, dilation=1, groups=1),
     dict(N=1, C=16, H=6, W=7, F=16, KH=3, KW=3, stride=1, padding=0, output_padding=0, dilation=1, groups=1),
+    dict(N=2, C=7, H=11, W=13, F=5, KH=3, KW=3, stride=2, padding=(0, 1, 2, 0), output_padding=(1, 0),
+         dilation=1, groups=1),                                  # col2im first: primes, asymmetric padding
 ]
 
 
@@ -40,6 +42,28 @@ def test_every_method_gives_numpys_answer(check_each_value, params):
     a 1x1 kernel whose phases have no taps, and stride 1."""
     methods = check_each_value(autotune.create_task("conv_transpose2d", **params), "subpixel.algorithm", seed=3)
     assert methods[-1] == "gather" and len(methods) > 1
+
+
+def test_col2im_where_the_sub_pixel_conv_would_compute_many_zero_taps():
+    """col2im is offered where zero taps would be 40% or more of the sub-pixel conv (3x3 stride 2:
+    7 of 16), first with one group; a kernel the stride divides has none, so no col2im; its GEMM
+    reads the sub-pixel gemm's knobs, so a config of col2im with other gemm knobs is legal and right."""
+    def methods(**changes):
+        task = autotune.create_task("conv_transpose2d", **{**SUBPIXEL_CASES[-1], **changes})
+        return task, [e.val for e in task.config_space.knobs["subpixel.algorithm"].entities]
+
+    task, ungrouped = methods()
+    assert ungrouped[0] == "col2im"
+    assert methods(C=8, F=6, groups=2)[1][-2:] == ["col2im", "gather"]
+    assert "col2im" not in methods(KH=4, KW=4, padding=1, output_padding=0)[1]
+    defaults = task.config(0).to_json()["knobs"]
+    tile_f = [e.to_json() for e in task.config_space.knobs["subpixel.gemm_tile_f"].entities]
+    config = task.config_space.from_json({"knobs": {**defaults, "subpixel.gemm_tile_f": tile_f[-1],
+                                                    "subpixel.gemm_tile_p": [-1, 16]}})
+    x = task.make_inputs(np.random.default_rng(5))
+    got = np.full(task.arg_specs[-1][0], np.nan, np.float32)
+    autotune.build(*task.instantiate(config.index))(*x, got)
+    np.testing.assert_allclose(got, task.reference(x)[0], rtol=1e-4, atol=1e-4)
 
 
 def test_a_dilated_transposed_conv_is_a_gather_and_old_records_load_as_one():

@@ -217,15 +217,17 @@ def define_algorithms(cfg: Any, g: ConvGeometry, N: int, dtype: str) -> None:
 
 
 def define_algorithm_knobs(cfg: Any, g: ConvGeometry | None, N: int, dtype: str, names: Sequence[str],
-                           absent: str) -> None:
+                           absent: str, sharing: dict[str, str] | None = None) -> None:
     """The "algorithm" knob over `names`, the default first (`absent`: what records made before
     the knob load as), then the knobs of each conv2d algorithm among them, read only under it. A
     template that runs a conv (geometry g; None where it has none to run) through these
-    algorithms adds its own schedule to the names and defines that one's knobs itself."""
+    algorithms adds its own schedule to the names and defines that one's knobs itself, or reads
+    an algorithm's: `sharing` maps such a name to the algorithm whose knobs it reads too."""
     cfg.define_knob("algorithm", list(names), absent=absent)
+    readers = {name: (name, *(own for own, shared in (sharing or {}).items() if shared == name)) for name in names}
     for name in names:
         if name in ALGORITHMS and g is not None:
-            ALGORITHMS[name].define_knobs(cfg, g, N, dtype, when=("algorithm", (name,)))
+            ALGORITHMS[name].define_knobs(cfg, g, N, dtype, when=("algorithm", readers[name]))
 
 
 def direct_flop(X: te.Tensor, Wt: te.Tensor, g: ConvGeometry, epilogue: Epilogue | None) -> float:

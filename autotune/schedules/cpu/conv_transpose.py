@@ -10,7 +10,19 @@ knobs under the prefix "subpixel.", the default by `conv2d.algorithm_order` on t
 the interleave of its phases (depth-to-space), rows in parallel and vectorised along the width.
 Its multiply-adds are those of the taps that exist (with K not a multiple of s, zero taps pad
 the shorter phases: 9 of 16 are real for 3x3 stride 2). The knob "subpixel.algorithm" also
-offers "gather", last, the only method with a dilation.
+offers "gather", last, the only method with a dilation, and, where zero taps would be
+COL2IM_ZERO_TAPS or more of the sub-pixel conv's multiply-adds (3x3 stride 2: 7/16; 5x5: 11/36,
+so not), "col2im": the 1x1 conv of every input pixel by every tap through the packed GEMM
+(`conv2d_gemm`, reading the sub-pixel conv's gemm knobs, their defaults by that conv's rule: a
+set of its own would multiply the space by about a thousand, and odd shapes' spaces already
+come within 10% of the 2**63 configs a record's index holds: 29 -> 31 at 40x40, 5x5), then
+the phases' sums of those products and the interleave, each over rows in parallel, vectorised
+along the width. The rule makes it the default with one group, else offers it before "gather":
+it runs only the real multiply-adds, and its extra passes over the F*KH*KW products cost less
+than the zero taps (Zen 4, 2 threads, untuned defaults, col2im / the sub-pixel rule's pick,
+3x3 stride 2: 37 -> 19 at 33x33 200 / 264 us, 96 -> 48 at 21x21 243 / 416, 256 -> 128 at
+13x13 691 / 1143), while a grouped layer's GEMMs are too short in channels (40 -> 80 at 15x15
+in 4 groups: 87 / 67).
 
 The gather is scheduled as the direct NCHW conv (`conv2d_nchw.schedule_nchw`): output tiles of
 filters x rows x columns accumulate in a local buffer, vectorised along the output width, in
@@ -43,6 +55,8 @@ from .conv2d_nchw import TILE_F, TILE_X, define_tile_knobs, place_pad, schedule_
 from .rules import constant_input, first, lanes, split_first
 
 SUBPIXEL = "subpixel."       # the prefix of the sub-pixel conv's knobs
+COL2IM = "col2im"            # the method choice of knob subpixel.algorithm that runs col2im
+COL2IM_ZERO_TAPS = 0.4       # zero-tap share of the sub-pixel conv from which col2im is offered
 
 
 def _pad(cfg: Any, dtype: str, Fg: int) -> str:
@@ -79,12 +93,18 @@ def conv_transpose2d_template(cfg: Any, N: int, C: int, H: int, W: int, F: int, 
     sub = KnobScope(cfg, SUBPIXEL)
     conv = topi.subpixel_geometry(g) if g.dilation == (1, 1) else None
     methods = [] if conv is None else algorithm_order(conv, N, lanes(cfg, dtype), constant_input(cfg, 1))
-    define_algorithm_knobs(sub, conv, N, dtype, [*methods, "gather"], absent="gather")
+    col2im = "gemm" in methods and _zero_tap_share(g) >= COL2IM_ZERO_TAPS
+    if col2im:
+        methods.insert(0 if groups == 1 else len(methods), COL2IM)
+    define_algorithm_knobs(sub, conv, N, dtype, [*methods, "gather"], absent="gather", sharing={COL2IM: "gemm"})
     define_tile_knobs(cfg, F, Cg, g.out, tile_rules(cfg, dtype, g.out, g.kernel, Fg, Cg, 1), _pad(cfg, dtype, Fg),
                       when=(SUBPIXEL + "algorithm", ("gather",)))
     cfg.add_flop(2.0 * N * C * H * W * Fg * KH * KW)
     X = te.placeholder((N, C, H, W), dtype, name="X")
     Wt = te.placeholder((C, Fg, KH, KW), dtype, name="W")
+    if col2im and sub["algorithm"].val == COL2IM:
+        s, Y = _col2im(sub, X, Wt, g)
+        return s, [X, Wt, Y]
     if conv is not None and sub["algorithm"].val != "gather":
         s, Y = _subpixel(sub, X, Wt, g, conv)
         return s, [X, Wt, Y]
@@ -101,14 +121,45 @@ def _subpixel(cfg: Any, X: te.Tensor, Wt: te.Tensor, g: topi.TransposeGeometry,
     build = ALGORITHMS[cfg["algorithm"].val].build
     weights = topi.subpixel_weights(Wt, g)
     s, Y = build(cfg, X, weights, conv, None, (), finish=lambda Z: topi.depth_to_space(Z, g))
-    if any(st.op.reduce_axis for st in s.readers(s[weights])):
-        s[weights].parallel(s[weights].op.axis[0])      # read by the conv's loops: computed once
-    else:
-        s[weights].compute_inline()                     # into the algorithm's own repack of them
-    n, f, oy, ox = Y.op.axis
-    s[Y].parallel(s[Y].fuse(n, f, oy))
-    s[Y].vectorize(s[Y].split(ox, lanes(cfg, Y.dtype))[1])
+    _place_weights(s, weights)
+    _rows_vectorised(cfg, s, Y)
     return s, Y
+
+
+def _col2im(cfg: Any, X: te.Tensor, Wt: te.Tensor, g: topi.TransposeGeometry) -> tuple[Schedule, te.Tensor]:
+    """col2im: the 1x1 conv of every pixel by every tap through the packed GEMM (with the
+    sub-pixel conv's gemm knobs), then the phases' sums of those products and their interleave,
+    each over rows in parallel and vectorised along the width."""
+    build = ALGORITHMS["gemm"].build
+    weights = topi.col2im_weights(Wt, g)
+    s, Y = build(cfg, X, weights, topi.col2im_geometry(g), None, (),
+                 finish=lambda Z: topi.depth_to_space(topi.col2im_phases(Z, g), g))
+    _place_weights(s, weights)
+    _rows_vectorised(cfg, s, Y.op.input_tensors[0])
+    _rows_vectorised(cfg, s, Y)
+    return s, Y
+
+
+def _zero_tap_share(g: topi.TransposeGeometry) -> float:
+    """The share of the sub-pixel conv's multiply-adds that are zero taps (7/16 for 3x3 stride 2)."""
+    (sh, sw), (JH, JW), (KH, KW) = g.stride, topi.subpixel_taps(g), g.kernel
+    return 1 - KH * KW / (sh * sw * JH * JW)
+
+
+def _place_weights(s: Schedule, weights: te.Tensor) -> None:
+    """A weight transform read by the conv's loops is computed once per call, in parallel; one
+    the algorithm repacks anyway is inlined into that repack."""
+    if any(st.op.reduce_axis for st in s.readers(s[weights])):
+        s[weights].parallel(s[weights].op.axis[0])
+    else:
+        s[weights].compute_inline()
+
+
+def _rows_vectorised(cfg: Any, s: Schedule, T: te.Tensor) -> None:
+    """An NCHW elementwise stage: its rows in parallel, each vectorised along the width."""
+    n, f, y, x = T.op.axis
+    s[T].parallel(s[T].fuse(n, f, y))
+    s[T].vectorize(s[T].split(x, lanes(cfg, T.dtype))[1])
 
 
 def conv_transpose3d_reference(x: np.ndarray, w: np.ndarray, N: int, C: int, D: int, H: int, W: int, F: int,
