@@ -124,6 +124,7 @@ def conv_transpose_nchw(X: te.Tensor, Wt: te.Tensor, g: TransposeGeometry,
 
 
 def subpixel_taps(g: TransposeGeometry) -> tuple[int, ...]:
+    """The sub-pixel conv's taps per axis: ceil(K/s), the most any phase has."""
     return tuple(-(-k // s) for k, s in zip(g.kernel, g.stride))
 
 

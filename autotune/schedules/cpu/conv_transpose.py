@@ -16,13 +16,15 @@ so not), "col2im": the 1x1 conv of every input pixel by every tap through the pa
 (`conv2d_gemm`, reading the sub-pixel conv's gemm knobs, their defaults by that conv's rule: a
 set of its own would multiply the space by about a thousand, and odd shapes' spaces already
 come within 10% of the 2**63 configs a record's index holds: 29 -> 31 at 40x40, 5x5), then
-the phases' sums of those products and the interleave, each over rows in parallel, vectorised
-along the width. The rule makes it the default with one group, else offers it before "gather":
-it runs only the real multiply-adds, and its extra passes over the F*KH*KW products cost less
-than the zero taps (Zen 4, 2 threads, untuned defaults, col2im / the sub-pixel rule's pick,
-3x3 stride 2: 37 -> 19 at 33x33 200 / 264 us, 96 -> 48 at 21x21 243 / 416, 256 -> 128 at
-13x13 691 / 1143), while a grouped layer's GEMMs are too short in channels (40 -> 80 at 15x15
-in 4 groups: 87 / 67).
+the interleave, output rows in parallel and vectorised along the width, each summing the two
+phase rows it interleaves from those products. The rule makes it the default with one group,
+else offers it before "gather": it runs only the real multiply-adds, and its extra pass over
+the F*KH*KW products costs less than the zero taps (Zen 4, 2 threads, untuned defaults, col2im
+/ the sub-pixel rule's pick, 3x3 stride 2: 37 -> 19 at 33x33 137 / 264 us, 96 -> 48 at 21x21
+243-370 / 416, 256 -> 128 at 13x13 675 / 1086; x onnxruntime 0.57-0.63 -> 1.02-1.17 and 0.90
+-> 0.94-1.03 in `benchmarks/ops_ort.py`), while a grouped layer's short GEMMs gain nothing
+(40 -> 80 at 15x15 in 4 groups: 60-87 / 60-67). Its time moved between processes by up to 2x
+on that VM (112-140 or 246-285 us for 37 -> 19, stable within one), the sub-pixel gemm's by 5%.
 
 The gather is scheduled as the direct NCHW conv (`conv2d_nchw.schedule_nchw`): output tiles of
 filters x rows x columns accumulate in a local buffer, vectorised along the output width, in
@@ -128,15 +130,18 @@ def _subpixel(cfg: Any, X: te.Tensor, Wt: te.Tensor, g: topi.TransposeGeometry,
 
 def _col2im(cfg: Any, X: te.Tensor, Wt: te.Tensor, g: topi.TransposeGeometry) -> tuple[Schedule, te.Tensor]:
     """col2im: the 1x1 conv of every pixel by every tap through the packed GEMM (with the
-    sub-pixel conv's gemm knobs), then the phases' sums of those products and their interleave,
-    each over rows in parallel and vectorised along the width."""
+    sub-pixel conv's gemm knobs), then the interleave, output rows in parallel and vectorised
+    along the width, each row's two phase rows summed from those products at that row (a
+    local buffer, not a pass over all phases)."""
     build = ALGORITHMS["gemm"].build
     weights = topi.col2im_weights(Wt, g)
     s, Y = build(cfg, X, weights, topi.col2im_geometry(g), None, (),
                  finish=lambda Z: topi.depth_to_space(topi.col2im_phases(Z, g), g))
     _place_weights(s, weights)
-    _rows_vectorised(cfg, s, Y.op.input_tensors[0])
-    _rows_vectorised(cfg, s, Y)
+    rows = _rows_vectorised(cfg, s, Y)
+    phases = Y.op.input_tensors[0]              # the two phase rows an output row interleaves, made there
+    s[phases].compute_at(s[Y], rows)
+    s[phases].vectorize(s[phases].split(phases.op.axis[3], lanes(cfg, phases.dtype))[1])
     return s, Y
 
 
@@ -155,11 +160,14 @@ def _place_weights(s: Schedule, weights: te.Tensor) -> None:
         s[weights].compute_inline()
 
 
-def _rows_vectorised(cfg: Any, s: Schedule, T: te.Tensor) -> None:
-    """An NCHW elementwise stage: its rows in parallel, each vectorised along the width."""
+def _rows_vectorised(cfg: Any, s: Schedule, T: te.Tensor) -> Any:
+    """An NCHW elementwise stage: its rows in parallel, each vectorised along the width; returns
+    the parallel row loop."""
     n, f, y, x = T.op.axis
-    s[T].parallel(s[T].fuse(n, f, y))
+    rows = s[T].fuse(n, f, y)
+    s[T].parallel(rows)
     s[T].vectorize(s[T].split(x, lanes(cfg, T.dtype))[1])
+    return rows
 
 
 def conv_transpose3d_reference(x: np.ndarray, w: np.ndarray, N: int, C: int, D: int, H: int, W: int, F: int,
