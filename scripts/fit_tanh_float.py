@@ -12,6 +12,7 @@ each Horner step (as one fused multiply-add) and the division, as the emitted co
 from __future__ import annotations
 
 import numpy as np
+from fit_erf_float import horner_f32  # the float32 Horner evaluation both fits are checked with
 
 TOP, P_DEGREE, Q_DEGREE = 9.0, 4, 4
 
@@ -31,13 +32,6 @@ def fit() -> tuple[np.ndarray, np.ndarray]:
         err = np.abs((vp @ p) / q_value / y - 1)
         weight = weight * np.sqrt(err / err.max() + 1e-3)
     return p, q
-
-
-def horner_f32(coef: np.ndarray, v: np.ndarray) -> np.ndarray:
-    acc = np.full_like(v, np.float32(coef[-1]))
-    for c in reversed(coef[:-1]):
-        acc = (acc.astype(np.float64) * v + np.float32(c)).astype(np.float32)
-    return acc
 
 
 def main() -> None:
