@@ -155,6 +155,7 @@ def split_candidates(extent: int, num_outputs: int, policy: str, candidate: Sequ
 
 
 Condition = tuple[str, Sequence[Any]]
+MAX_CONFIGS = 2 ** 63 - 1      # a record's config index is a signed 64-bit integer (tuning_db)
 
 
 class ConfigSpace:
@@ -178,6 +179,10 @@ class ConfigSpace:
             raise ValueError(f"knob {name!r} is defined twice")
         if not entities:
             raise ValueError(f"knob {name!r} has no values")
+        size = math.prod(self.dims) * len(entities)
+        if size > MAX_CONFIGS:
+            raise ValueError(f"knob {name!r} takes the config space to {size:.3g} configs, more than the "
+                             f"{MAX_CONFIGS + 1:.3g} a record's index can count")
         cond = None
         if when is not None:
             on, values = when

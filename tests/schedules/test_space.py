@@ -40,6 +40,15 @@ def test_bad_configs_raise_instantiation_error():
         space.from_json({"knobs": {"nope": 1}})
 
 
+def test_a_space_past_what_an_index_counts_is_refused_by_name():
+    space = ConfigSpace()
+    for i in range(62):
+        space.define_knob(f"k{i}", [0, 1])
+    with pytest.raises(ValueError, match=r"knob .k62. takes the config space to 9.22e\+18 configs"):
+        space.define_knob("k62", [0, 1])
+    assert len(space) == 2 ** 62
+
+
 def test_constraints_make_points_illegal():
     def tmpl(cfg, n):
         cfg.define_knob("a", [1, 2, 3])
