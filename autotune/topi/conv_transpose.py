@@ -140,22 +140,28 @@ def subpixel_geometry(g: TransposeGeometry) -> ConvGeometry:
                          taps, 1, (*(t - 1 for t in taps), *after), 1, g.groups)
 
 
+def _filter_tap(Wt: te.Tensor, groups: int, f: Any, c: Any, ky: Any, kx: Any) -> Any:
+    """W's weight from group-local input channel c to output channel f at tap (ky, kx): W is
+    laid out C x F/groups x KH x KW, so f reads its group's channels and its index in the group."""
+    C, Fg = Wt.shape[:2]
+    return Wt[_in_channel(f, c, groups, Fg, C // groups), f % Fg if groups > 1 else f, ky, kx]
+
+
 def subpixel_weights(Wt: te.Tensor, g: TransposeGeometry) -> te.Tensor:
     """The sub-pixel conv's weights (F*sh*sw x C/groups x JH x JW) from W (C x F/groups x KH x
     KW): output channel f*sh*sw + r*sw + r' is phase (r, r') of f; its tap (jy, jx) is kernel
     offset (r + sh*(JH-1-jy), r' + sw*(JW-1-jx)), zero past the kernel."""
-    C, Fg, KH, KW = Wt.shape
-    (sh, sw), (JH, JW), groups = g.stride, subpixel_taps(g), g.groups
-    Cg, zero = C // groups, te.const(0, Wt.dtype)
+    C, _, KH, KW = Wt.shape
+    (sh, sw), (JH, JW), zero = g.stride, subpixel_taps(g), te.const(0, Wt.dtype)
 
     def elem(fp: Any, c: Any, jy: Any, jx: Any) -> Any:
         f, phase = fp // (sh * sw), fp % (sh * sw)
         ky, kx = phase // sw + sh * (JH - 1 - jy), phase % sw + sw * (JW - 1 - jx)
-        value = Wt[_in_channel(f, c, groups, Fg, Cg), f % Fg if groups > 1 else f, ky, kx]
+        value = _filter_tap(Wt, g.groups, f, c, ky, kx)
         inside = ([ky < KH] if KH % sh else []) + ([kx < KW] if KW % sw else [])
         return te.if_then_else(te.all(*inside), value, zero) if inside else value
 
-    return te.compute((g.out_channels * sh * sw, Cg, JH, JW), elem, name="subpixel_w")
+    return te.compute((g.out_channels * sh * sw, C // g.groups, JH, JW), elem, name="subpixel_w")
 
 
 def col2im_geometry(g: TransposeGeometry) -> ConvGeometry:
@@ -168,14 +174,13 @@ def col2im_geometry(g: TransposeGeometry) -> ConvGeometry:
 
 def col2im_weights(Wt: te.Tensor, g: TransposeGeometry) -> te.Tensor:
     """That 1x1 conv's weights (F*KH*KW x C/groups x 1 x 1) from W (C x F/groups x KH x KW)."""
-    C, Fg, KH, KW = Wt.shape
-    Cg = C // g.groups
+    C, _, KH, KW = Wt.shape
 
     def elem(o: Any, c: Any, _y: Any, _x: Any) -> Any:
         f, tap = o // (KH * KW), o % (KH * KW)
-        return Wt[_in_channel(f, c, g.groups, Fg, Cg), f % Fg if g.groups > 1 else f, tap // KW, tap % KW]
+        return _filter_tap(Wt, g.groups, f, c, tap // KW, tap % KW)
 
-    return te.compute((g.out_channels * KH * KW, Cg, 1, 1), elem, name="col2im_w")
+    return te.compute((g.out_channels * KH * KW, C // g.groups, 1, 1), elem, name="col2im_w")
 
 
 def col2im_phases(Z: te.Tensor, g: TransposeGeometry) -> te.Tensor:

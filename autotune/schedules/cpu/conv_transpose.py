@@ -104,7 +104,7 @@ def conv_transpose2d_template(cfg: Any, N: int, C: int, H: int, W: int, F: int, 
     cfg.add_flop(2.0 * N * C * H * W * Fg * KH * KW)
     X = te.placeholder((N, C, H, W), dtype, name="X")
     Wt = te.placeholder((C, Fg, KH, KW), dtype, name="W")
-    if col2im and sub["algorithm"].val == COL2IM:
+    if sub["algorithm"].val == COL2IM:
         s, Y = _col2im(sub, X, Wt, g)
         return s, [X, Wt, Y]
     if conv is not None and sub["algorithm"].val != "gather":
