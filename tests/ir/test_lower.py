@@ -144,6 +144,22 @@ def test_a_tail_with_an_integer_division_by_a_variable_stays_scalar():
     assert _scalar_loops(autotune.lower(s, [A, B]))
 
 
+def test_a_tail_dividing_its_lanes_by_a_constant_is_masked():
+    """(56 v - 28) // 112 divides every lane by one nonzero constant (a 2x resize's source
+    column): no lane can divide by zero, so the tail is a masked pass, not a scalar loop."""
+    A = te.placeholder((30,), name="A")
+    B = te.compute((58,), lambda i: A[(i * 56 - 28) // 112 + 1], name="B")
+    s = te.create_schedule(B.op)
+    _, xi = s[B].split(B.op.axis[0], 16)
+    s[B].vectorize(xi)
+    func = autotune.lower(s, [A, B])
+    assert not _scalar_loops(func)
+    a = np.random.default_rng(7).standard_normal(30).astype("float32")
+    b = np.full(58, np.nan, "float32")
+    autotune.build(s, [A, B])(a, b)
+    np.testing.assert_array_equal(b, a[(np.arange(58) * 56 - 28) // 112 + 1])
+
+
 def test_unroll_copies_the_body():
     A, B = _vadd(12)
     s = te.create_schedule(B.op)

@@ -201,11 +201,18 @@ def _masked_tail(scalar_body: Stmt, var: Var, lanes: int) -> Stmt | None:
             wide = node.index.lanes * dtype_info(node.buffer.dtype).bytes > MASKED_TAIL_BYTES
             if wide or node.index.lanes == 1:
                 unsafe.append(node)
-        elif isinstance(node, Binary) and node.op in (BinOp.FLOORDIV, BinOp.FLOORMOD) and type(node.b) is not Const:
+        elif isinstance(node, Binary) and node.op in (BinOp.FLOORDIV, BinOp.FLOORMOD) and not _nonzero_const(node.b):
             unsafe.append(node)
 
     walk(body, check)
     return None if unsafe else body
+
+
+def _nonzero_const(e: Expr) -> bool:
+    """A divisor no lane can see as zero: a constant, or one broadcast to every lane."""
+    if type(e) is Broadcast:
+        e = e.value
+    return type(e) is Const and e.value != 0
 
 
 def vectorize_loops(s: Stmt) -> Stmt:
