@@ -60,6 +60,12 @@ def scales_vectors() -> bool:
     return bool(host_cpu().features.get("avx512f"))
 
 
+def permutes_vectors() -> bool:
+    """Whether this CPU picks each lane of a 16-lane vector by an index vector in one instruction
+    (AVX-512's vpermps): `codegen.llvm` then reads a window of rising indices that way."""
+    return bool(host_cpu().features.get("avx512f"))
+
+
 def masked_vectors() -> bool:
     """Whether this CPU masks vector loads and stores at no cost (AVX-512's mask registers, at
     every width): `codegen.llvm` then makes a tail of an odd lane count one masked access."""

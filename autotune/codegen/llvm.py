@@ -15,6 +15,7 @@ from llvmlite import ir
 
 from ..dtype import dtype_info
 from ..errors import BuildError
+from ..ir.lane_offsets import lane_offsets, rising_spread
 from ..ir.nodes import (
     Allocate,
     Broadcast,
@@ -32,8 +33,9 @@ from ..ir.nodes import (
     Store,
 )
 from ..target import MAX_SHUFFLED_STRIDE
-from ..te.expr import And, Binary, Call, Cast, Compare, Const, Expr, Not, Or, Select, Var
+from ..te.expr import And, Binary, BinOp, Call, Cast, Compare, Const, Expr, Not, Or, Select, Var
 from . import llvm_helpers as h
+from .jit import permutes_vectors
 from .llvm_abi import NUM_THREADS_SYMBOL, define_heap_table, entry_symbol, status_error
 from .llvm_helpers import I32, PTR, VOID
 from .llvm_math import INLINE
@@ -76,6 +78,29 @@ def _is_short_stride(index: Expr) -> TypeGuard[Ramp]:
     """A constant stride of 2 to MAX_SHUFFLED_STRIDE: loaded as one span and shuffled, not gathered."""
     return (isinstance(index, Ramp) and isinstance(index.stride, Const)
             and 2 <= index.stride.value <= MAX_SHUFFLED_STRIDE)
+
+
+def _short_spread(index: Expr) -> tuple[Expr, list[int]] | None:
+    """(first element, each lane's element after it) of a vector index whose lanes are one scalar
+    plus constants spanning at most the elements a short stride's span loads (a resize's source
+    columns: a span load and a shuffle, not a gather); else None."""
+    if index.lanes == 1 or (split := lane_offsets(index)) is None:
+        return None
+    base, offsets = split
+    lo = min(offsets)
+    if max(offsets) - lo > (index.lanes - 1) * MAX_SHUFFLED_STRIDE:
+        return None
+    start: Expr = Const(lo, index.dtype) if base is None else Binary(BinOp.ADD, base, Const(lo, index.dtype))
+    return start, [o - lo for o in offsets]
+
+
+def _rising_window(e: Load) -> bool:
+    """Whether an unmasked 16-lane load of 32-bit elements has indices that rise from lane to
+    lane within one vector's width (`lane_offsets.rising_spread`), on a CPU that permutes a
+    vector by indices: one load of the window from lane 0's element and a permute, not 16 loads."""
+    spread = rising_spread(e.index) if e.lanes == h.WINDOW_LANES else None
+    return (spread is not None and spread < h.WINDOW_LANES and dtype_info(e.dtype).bytes == 4
+            and permutes_vectors())
 
 
 class LLVMCodegen:
@@ -322,6 +347,12 @@ class LLVMCodegen:
             ptr = h.element_ptr(b, base, self.index(e.index.base), elem)
             stride = cast(Const, e.index.stride).value
             value = h.load_strided(b, ptr, h.vector_of(elem, e.lanes), int(stride), mask)
+        elif (spread := _short_spread(e.index)) is not None:
+            start, picks = spread
+            ptr = h.element_ptr(b, base, self.index(start), elem)
+            value = h.load_spread(b, ptr, h.vector_of(elem, e.lanes), picks, mask, self._masks_tails(e.buffer))
+        elif mask is None and _rising_window(e):
+            value = h.load_window(b, base, self.index(e.index), elem)
         else:
             index = self.index(e.index)
             if mask is not None:    # masked-off lanes read element 0, which always exists

@@ -377,6 +377,50 @@ def load_strided(b: ir.IRBuilder, ptr: ir.Value, vty: ir.VectorType, stride: int
     return b.shuffle_vector(loaded, ir.Constant(wide, ir.Undefined), picks)
 
 
+def load_spread(b: ir.IRBuilder, ptr: ir.Value, vty: ir.VectorType, picks: Sequence[int],
+                mask: ir.Value | None = None, masked_tails: bool = False) -> ir.Value:
+    """Lane i reads ptr[picks[i]] (min(picks) == 0): the span up to the largest pick loaded at
+    once, then shuffled into lanes, where a gather would load each lane alone. Every element of
+    the span lies between two that lanes read, so the span never leaves the buffer; masked, an
+    element is read where a lane on reads it (the OR of those lanes' masks), and a lane off
+    gives 0, as a masked gather's does."""
+    lanes, span = vty.count, max(picks) + 1
+    wide = ir.VectorType(vty.element, span)      # a vector even of one element (every lane reads it)
+    wide_mask = None
+    if mask is not None:
+        off = ir.Constant(mask.type, [ir.Constant(ir.IntType(1), 0)] * lanes)
+        readers: list[list[int]] = [[] for _ in range(span)]
+        for lane, j in enumerate(picks):
+            readers[j].append(lane)
+        for r in range(max(len(x) for x in readers)):
+            part = b.shuffle_vector(mask, off, shuffle_indices([x[r] if r < len(x) else lanes for x in readers]))
+            wide_mask = part if wide_mask is None else b.or_(wide_mask, part)
+    loaded = load_vector(b, ptr, wide, wide_mask, masked_tails)
+    value = b.shuffle_vector(loaded, ir.Constant(wide, ir.Undefined), shuffle_indices(picks))
+    return value if mask is None else b.select(mask, value, const_like(vty, 0))
+
+
+WINDOW_LANES = 16      # the lanes of AVX-512's 32-bit permute (vpermps / vpermd)
+
+
+def load_window(b: ir.IRBuilder, base: ir.Value, index: ir.Value, elem: ir.Type) -> ir.Value:
+    """Lane i reads base[index[i]] for 16 indices of 32-bit elements that rise from lane 0 to
+    lane 15 by less than 16: the 16 elements from lane 0's, those past lane 15's masked off (they
+    may lie past the buffer's end), then permuted by index - index[0] (AVX-512's vpermps)."""
+    first = b.extract_element(index, ir.Constant(I32, 0))
+    last = b.extract_element(index, ir.Constant(I32, WINDOW_LANES - 1))
+    vty, ity = ir.VectorType(elem, WINDOW_LANES), ir.VectorType(I32, WINDOW_LANES)
+    width = b.trunc(b.sub(last, first), I32) if first.type != I32 else b.sub(last, first)
+    mask = b.icmp_signed("<=", ir.Constant(ity, list(range(WINDOW_LANES))), splat(b, width, WINDOW_LANES))
+    window = load_vector(b, element_ptr(b, base, first, elem), vty, mask)
+    picks = b.sub(index, splat(b, first, WINDOW_LANES))
+    if picks.type != ity:
+        picks = b.trunc(picks, ity)
+    kind = "sf" if isinstance(elem, ir.FloatType) else "si"
+    permute = declare(b.module, f"llvm.x86.avx512.permvar.{kind}.512", vty, [vty, ity])
+    return b.call(permute, [window, picks])
+
+
 def store_vector(b: ir.IRBuilder, value: ir.Value, ptr: ir.Value, mask: ir.Value | None = None,
                  masked_tails: bool = False) -> None:
     """`value`'s lanes to contiguous elements at `ptr` (masked: the lanes on); with

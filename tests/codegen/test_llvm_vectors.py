@@ -11,7 +11,7 @@ from hypothesis import given, settings, strategies as st
 from autotune.codegen import BuiltFunction, build_module, jit
 from autotune.codegen.llvm import REGISTER_FILE_BYTES, emit_module, entry_symbol
 from autotune.ir.nodes import Allocate, Broadcast, Buffer, Load, PrimFunc, Ramp, Store, seq
-from autotune.te.expr import CmpOp, Compare, Const, Var
+from autotune.te.expr import Binary, BinOp, CmpOp, Compare, Const, Var
 
 sys.path.insert(0, os.path.dirname(__file__))
 from llvm_ir_helpers import add, c, loop, mul, rng  # noqa: E402
@@ -121,6 +121,58 @@ def test_short_strided_loads_match_numpy(stride, lanes, blocks, offset, cut):
     np.testing.assert_array_equal(masked, np.where(np.arange(n) < n - cut, expect, 0))
     span = f"<{(lanes - 1) * stride + 1} x float>"
     assert (span in f.get_source("ll-raw")) == (stride <= 4)
+
+
+@settings(max_examples=40, deadline=None)
+@given(lanes=st.sampled_from([4, 8, 16]), num=st.integers(0, 6), den=st.integers(1, 5), shift=st.integers(-4, 4),
+       step=st.integers(0, 9), blocks=st.integers(1, 4), cut=st.integers(0, 20))
+def test_lanes_at_constant_offsets_from_one_scalar_read_one_span(lanes, num, den, shift, step, blocks, cut):
+    """B[i*lanes + l] = A[i*step + 4 + (l*num + shift) // den]: every lane one scalar plus a
+    constant (a resize's source columns). Within the short-stride span that is one contiguous
+    load and a shuffle, no per-lane loads; A ends at the last element a lane reads, and with a
+    predicate the masked-off lanes (even those sharing an element with a lane on) give 0."""
+    n = blocks * lanes
+    offsets = [(lane * num + shift) // den for lane in range(lanes)]
+    sources = [b * step + 4 + o for b in range(blocks) for o in offsets]
+    A, B, P = Buffer("A", (max(sources) + 1,), "float32"), Buffer("B", (n,), "float32"), Buffer("P", (n,), "float32")
+    i = Var("i")
+    out = Ramp(mul(i, c(lanes)), c(1), lanes)
+    lane_part = Binary(BinOp.FLOORDIV, Ramp(c(shift), c(num), lanes), Broadcast(c(den), lanes))
+    src = add(Broadcast(add(mul(i, c(step)), c(4)), lanes), lane_part)
+    keep = Compare(CmpOp.LT, out, Broadcast(c(n - cut), lanes))
+    body = loop(i, blocks, seq(Store(B, out, Load(A, src)), Store(P, out, Load(A, src, keep))))
+    f = build_module(PrimFunc("spread", (A, B, P), body))
+    a = rng.random(max(sources) + 1, np.float32)
+    full, masked = np.zeros(n, np.float32), np.full(n, -1, np.float32)
+    f(a, full, masked)
+    expect = a[sources]
+    np.testing.assert_array_equal(full, expect)
+    np.testing.assert_array_equal(masked, np.where(np.arange(n) < n - cut, expect, 0))
+    within = max(offsets) - min(offsets) <= (lanes - 1) * 4
+    assert ("extractelement" not in f.get_source("ll-raw")) == within
+
+
+@settings(max_examples=30, deadline=None)
+@given(num=st.integers(1, 15), den=st.integers(1, 97), step=st.integers(1, 50), blocks=st.integers(1, 4),
+       offset=st.integers(0, 20))
+def test_rising_lanes_within_a_vector_read_one_window(num, den, step, blocks, offset):
+    """B[16 i + l] = A[(i * step + offset + l * num) // den]: no period of 16 lanes (a 37 -> 74
+    align_corners resize's source columns), so no constant offsets, but the lanes rise by less
+    than 16: one masked load from lane 0's element and a permute where the CPU has AVX-512's
+    vpermps (else a gather). A ends at lane 15's element of the last block."""
+    lanes = 16
+    n = blocks * lanes
+    sources = [(blk * step + offset + lane * num) // den for blk in range(blocks) for lane in range(lanes)]
+    A, B = Buffer("A", (max(sources) + 1,), "float32"), Buffer("B", (n,), "float32")
+    i = Var("i")
+    src = Binary(BinOp.FLOORDIV, Ramp(add(mul(i, c(step)), c(offset)), c(num), lanes), Broadcast(c(den), lanes))
+    f = build_module(PrimFunc("window", (A, B), loop(i, blocks, Store(B, Ramp(mul(i, c(lanes)), c(1), lanes),
+                                                                       Load(A, src)))))
+    a, out = rng.random(max(sources) + 1, np.float32), np.zeros(n, np.float32)
+    f(a, out)
+    np.testing.assert_array_equal(out, a[sources])
+    window = (15 * num) // den + 1 < lanes
+    assert ("permvar" in f.get_source("ll-raw")) == (window and jit.permutes_vectors())
 
 
 def build_masked_tails(func: PrimFunc, masked_tails: bool) -> BuiltFunction:
