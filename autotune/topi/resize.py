@@ -54,11 +54,16 @@ def source_fraction(y: Any, n_in: int, n_out: int, coord: str) -> tuple[Any, int
     return (2 * y + 1) * n_in - n_out, 2 * n_out
 
 
-def _clamp(i: Any, n: int) -> Any:
+def _clamp(i: Any, n: int, inner: bool = False) -> Any:
+    """i clamped to [0, n - 1]. On the innermost axis as selects: loop partition splits the edge
+    tiles, where a clamp binds, off the interior, whose source columns are then one scalar plus
+    constant lane offsets (a span load and a shuffle in the codegen, not a gather)."""
+    if inner:
+        return te.if_then_else(i >= 0, te.if_then_else(i < n, i, n - 1), 0)
     return te.minimum(te.maximum(i, 0), n - 1)
 
 
-def nearest_index(y: Any, n_in: int, n_out: int, coord: str, nearest: str) -> Any:
+def nearest_index(y: Any, n_in: int, n_out: int, coord: str, nearest: str, inner: bool = False) -> Any:
     """The source index of output index y, rounded by `nearest` and clamped: with x = p / q,
     floor(x) = p // q, ceil(x) = (p + q - 1) // q, ceil(x - 1/2) = (2p + q - 1) // 2q and
     floor(x + 1/2) = (2p + q) // 2q."""
@@ -68,17 +73,17 @@ def nearest_index(y: Any, n_in: int, n_out: int, coord: str, nearest: str) -> An
     index = {"floor": lambda: p // q, "ceil": lambda: (p + q - 1) // q,
              "round_prefer_floor": lambda: (2 * p + q - 1) // (2 * q),
              "round_prefer_ceil": lambda: (2 * p + q) // (2 * q)}[nearest]()
-    return _clamp(index, n_in)
+    return _clamp(index, n_in, inner)
 
 
-def _linear_taps(y: Any, n_in: int, n_out: int, coord: str, dtype: str) -> list[tuple[Any, Any]]:
+def _linear_taps(y: Any, n_in: int, n_out: int, coord: str, dtype: str, inner: bool) -> list[tuple[Any, Any]]:
     """[(index, weight)] of output index y: floor(x) and floor(x) + 1, clamped, weighted by
     1 - r and r, r = (p mod q) / q; one tap of weight None on an axis that is not resized."""
     if n_in == n_out:
         return [(y, None)]
     p, q = source_fraction(y, n_in, n_out, coord)
     r = (p % q).astype(dtype) / te.const(float(q), dtype)
-    return [(_clamp(p // q, n_in), te.const(1.0, dtype) - r), (_clamp(p // q + 1, n_in), r)]
+    return [(_clamp(p // q, n_in, inner), te.const(1.0, dtype) - r), (_clamp(p // q + 1, n_in, inner), r)]
 
 
 def resize(x: te.Tensor, out_shape: Sequence[int], mode: str, coord: str, nearest: str, name: str = "resize"
@@ -87,10 +92,12 @@ def resize(x: te.Tensor, out_shape: Sequence[int], mode: str, coord: str, neares
     check_resize(x.shape, out_shape, mode, coord, nearest)
     if mode == "nearest":
         return te.compute(tuple(out_shape), lambda *y: x[tuple(
-            nearest_index(v, i, o, coord, nearest) for v, i, o in zip(y, x.shape, out_shape))], name=name)
+            nearest_index(v, i, o, coord, nearest, a == len(y) - 1)
+            for a, (v, i, o) in enumerate(zip(y, x.shape, out_shape)))], name=name)
 
     def value(*y: Any) -> Any:
-        taps = [_linear_taps(v, i, o, coord, x.dtype) for v, i, o in zip(y, x.shape, out_shape)]
+        taps = [_linear_taps(v, i, o, coord, x.dtype, a == len(y) - 1)
+                for a, (v, i, o) in enumerate(zip(y, x.shape, out_shape))]
         total: Any = None
         for corner in np.ndindex(*(len(t) for t in taps)):
             term = x[tuple(taps[a][k][0] for a, k in enumerate(corner))]
