@@ -59,6 +59,21 @@ def test_border_pad_matches_numpy(mode, shape, pad_width):
     np.testing.assert_array_equal(ops.pad(x, pad_width, mode=mode), np.pad(x, pad_width, mode=mode))
 
 
+@pytest.mark.parametrize("mode", ["edge", "reflect", "wrap"])
+def test_border_pad_rows_read_spans_not_gathers(mode):
+    """The border selects put the interior in the branch where both hold, so loop partition
+    splits the tiles that cross a border off a guard-free interior (contiguous loads), and the
+    edge tiles' source columns are constants from one scalar: spans and shuffles, no lane
+    loaded alone (rows of 61 padded by 3 and 2: a head tile, a masked tail)."""
+    task = autotune.create_task("border_pad", shape=(64, 61), pad_before=(0, 3), pad_after=(0, 2), mode=mode)
+    f = autotune.build(*task.instantiate(task.config(task.default_index)))
+    assert "extractelement" not in f.get_source("ll-raw")
+    x = rand(64, 61)
+    out = np.empty((64, 66), np.float32)
+    f(x, out)
+    np.testing.assert_array_equal(out, np.pad(x, ((0, 0), (3, 2)), mode=mode))
+
+
 def test_pad_integers_and_the_value_a_float_parameter():
     x = RNG.integers(-9, 9, size=(4, 7)).astype(np.int32)
     widths = ((1, 0), (0, 2))
