@@ -8,8 +8,9 @@ Cases: softmax (BERT's attention rows, a vocabulary of 50257, odd rows), layer_n
 (attention scores and context at sequence lengths 77, 197, ...), exp / sigmoid / tanh / erf,
 transposes (2-d, NCHW -> NHWC, attention head permutes), pooling (3x3 max and average, global
 average), transposed convs (GAN and U-Net upsampling, odd sizes), instance norm, concats (odd
-planes, a DenseNet block's twelve inputs, Inception's four, a KV cache's new row), broadcast add
-and batch_norm. Every output is checked against the template's numpy
+planes, a DenseNet block's twelve inputs, Inception's four, a KV cache's new row), 2x resizes
+(U-Net / FPN upsampling: linear, nearest, and align_corners at a ratio of 36/73), reflect and edge
+padding, broadcast add and batch_norm. Every output is checked against the template's numpy
 reference before timing; a mismatch stops the run.
 
 Timing as in generalization.py: both bound once to preallocated arrays (onnxruntime through IO
@@ -50,6 +51,7 @@ class Case:
     node: str                  # the onnx operator
     attrs: dict[str, Any]
     order: tuple[int, ...] = ()   # the template's inputs in the onnx node's input order (default: as is)
+    extra: tuple[Any, ...] = ()   # node inputs after those: int64 constants (a list), or None for an empty name
 
     @property
     def label(self) -> str:
@@ -99,6 +101,15 @@ CASES = [
       for shape, axis, sizes in [((1, 192, 57, 57), 1, (64, 32, 96)), ((1, 416, 56, 56), 1, (64,) + (32,) * 11),
                                  ((1, 256, 28, 28), 1, (64, 128, 32, 32)), ((8, 12, 78, 64), 2, (77, 1)),
                                  ((1000, 1001), 1, (501, 500))]),
+    *(Case("resize", dict(shape=shape, out_shape=out, mode=mode, coord=coord), "Resize",
+           dict(mode=mode, coordinate_transformation_mode=coord, nearest_mode="floor"), extra=(None, None, out))
+      for shape, out, mode, coord in [((1, 64, 28, 28), (1, 64, 56, 56), "linear", "half_pixel"),
+                                      ((1, 256, 13, 13), (1, 256, 26, 26), "nearest", "asymmetric"),
+                                      ((1, 32, 37, 45), (1, 32, 74, 90), "linear", "align_corners")]),
+    *(Case("border_pad", dict(shape=shape, pad_before=pads, pad_after=pads, mode=mode), "Pad", dict(mode=mode),
+           extra=(list(pads) * 2,))
+      for shape, pads, mode in [((1, 64, 56, 56), (0, 0, 1, 1), "reflect"), ((1, 3, 224, 224), (0, 0, 3, 3), "reflect"),
+                                ((2, 37, 45, 47), (0, 0, 2, 2), "edge")]),
     Case("add", dict(a_shape=(197, 768), b_shape=(768,)), "Add", {}),
     Case("batch_norm", dict(N=1, C=64, H=56, W=56), "BatchNormalization", dict(epsilon=1e-5), order=(0, 3, 4, 1, 2)),
 ]
@@ -106,14 +117,17 @@ CASES = [
 
 def onnx_model(case: Case, inputs: list[np.ndarray], out_shape: tuple[int, ...]) -> Any:
     """One node, the template's inputs as graph inputs in0, in1, ... -> out."""
-    from onnx import TensorProto, helper
+    from onnx import TensorProto, helper, numpy_helper
 
     names = [f"in{i}" for i in range(len(inputs))]
     order = case.order or tuple(range(len(inputs)))
+    consts = {f"const{i}": v for i, v in enumerate(case.extra) if v is not None}
+    extra = [f"const{i}" if v is not None else "" for i, v in enumerate(case.extra)]
     graph = helper.make_graph(
-        [helper.make_node(case.node, [names[i] for i in order], ["out"], **case.attrs)], case.op,
+        [helper.make_node(case.node, [names[i] for i in order] + extra, ["out"], **case.attrs)], case.op,
         [helper.make_tensor_value_info(n, TensorProto.FLOAT, a.shape) for n, a in zip(names, inputs)],
-        [helper.make_tensor_value_info("out", TensorProto.FLOAT, list(out_shape))])
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, list(out_shape))],
+        initializer=[numpy_helper.from_array(np.array(v, np.int64), n) for n, v in consts.items()])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=8)
 
 
