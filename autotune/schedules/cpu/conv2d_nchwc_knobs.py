@@ -4,7 +4,17 @@ tile, each knob's first value by a rule on the shape and the target.
 Default rules (each knob's first value), with L the vector lanes of the dtype and R the vector
 registers of the target (32 with AVX-512, else 16):
   oc_bn      2L when F/G >= 4L (two weight vectors per broadcast input halve the loads per
-             multiply-add); under 4L too where the input has fewer than L channels per group and
+             multiply-add) and 2L blocks pad F/G no further than L blocks do: at an odd multiple
+             of L the extra zero filters and the 2L tile's half as many positions lost on every
+             layer (Zen 4, 2 threads, x onnxruntime, L / 2L, 3x3: 64 -> 80 at 28x28 stride 2 1.16
+             / 0.97, 128 -> 112 at 14x14 stride 2 1.13 / 0.78, 48 -> 272 at 17x17 1.03 / 0.84,
+             256 -> 336 at 7x7 1.08 / 0.94, 160 -> 176 at 14x14 0.96 / 0.94, 200 -> 208 at 9x9
+             1.03 / 0.97, 120 -> 240 stride 2 1.10 / 1.08; 5x5 64 -> 144 at 28x28 1.00 / 0.84;
+             multiples of 2L within 5% either way: 128 -> 256 at 14x14 0.96 / 0.94, 512 at 7x7
+             0.95 / 0.93, 64 -> 96 stride 2 1.03 / 0.98, 64 -> 64 5x5 at 29x29 0.96 / 1.01;
+             the catalogue's defaults that moved, GFLOP/s 2L / L: 461 -> 419 at 7x7 184 / 207-215,
+             41 -> 69 5x5 at 13x13 140 / 156, 373 -> 167 at 11x11 178 / 174-175);
+             under 4L too where the input has fewer than L channels per group and
              2L blocks pad F/G no further than L blocks do (51 or 57 filters: 64 either way), as
              such stems broadcast an input tap per multiply-add (Zen 5, 2 threads, x onnxruntime,
              L / 2L: 11 -> 51 at 81x81 7x7 stride 2 0.82-0.89 / 0.91-0.94, 9 -> 31 at 213x213
@@ -154,7 +164,7 @@ def _oc_options(g: ConvGeometry, L: int, out_block: int) -> list[int]:
 def _pick_oc(g: ConvGeometry, L: int, options: list[int]) -> int:
     F = _blocked_channels(g)
     as_wide = -(-F // (2 * L)) * 2 == -(-F // L)          # 2L blocks pad F no further than L blocks
-    want = 2 * L if (F >= 4 * L or (as_wide and per_group(g)[0] < L)) and not g.depthwise else L
+    want = 2 * L if as_wide and (F >= 4 * L or per_group(g)[0] < L) and not g.depthwise else L
     return max([v for v in options if v <= want] or [min(options)])
 
 
