@@ -6,6 +6,10 @@ other, which the codegen loads as one contiguous span and a shuffle rather than 
 scalar loads. `lane_offsets` finds that form through the index arithmetic the lowering writes:
 broadcasts, ramps of constant stride, sums, differences, products by a constant, and any
 subexpression of constants alone (evaluated lane by lane, floor division included).
+
+Where no such period exists, `rising_spread` bounds how far apart the lanes of an index that never
+falls from one lane to the next can be: within a vector, the codegen reads them as one window of
+the buffer and a permute.
 """
 from __future__ import annotations
 
@@ -64,10 +68,9 @@ def lane_offsets(e: Expr) -> tuple[Expr | None, list[int]] | None:
         return None
     if e.op is BinOp.MUL:
         for vec, other in ((e.a, e.b), (e.b, e.a)):
-            factor = constant_lanes(other)
-            if factor is not None and len(set(factor)) == 1 and (split := lane_offsets(vec)) is not None:
+            k = _uniform(other)
+            if k is not None and (split := lane_offsets(vec)) is not None:
                 base, offsets = split
-                k = factor[0]
                 return (None if base is None else Binary(BinOp.MUL, base, Const(k, base.dtype)),
                         [o * k for o in offsets])
         return None
