@@ -1,7 +1,8 @@
 """Lowered PrimFunc -> llvmlite.ir.Module: one method per IR node, arithmetic from one table.
 
 Around it: llvm_abi.py (the kernel's signature, status codes and globals, as its caller sees
-them), llvm_helpers.py (types, loops, arithmetic, memory access), llvm_math.py (inline exp, log,
+them), llvm_access.py (which way a vector index reads memory), llvm_helpers.py (types, loops,
+arithmetic, memory access), llvm_math.py (inline exp, log,
 tanh, ...) and llvm_parallel.py (PARALLEL loops outlined for libgomp's `GOMP_parallel`).
 """
 from __future__ import annotations
@@ -9,13 +10,12 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, TypeGuard, cast
+from typing import ClassVar, cast
 
 from llvmlite import ir
 
 from ..dtype import dtype_info
 from ..errors import BuildError
-from ..ir.lane_offsets import lane_offsets, rising_spread
 from ..ir.nodes import (
     Allocate,
     Broadcast,
@@ -32,11 +32,10 @@ from ..ir.nodes import (
     Stmt,
     Store,
 )
-from ..target import MAX_SHUFFLED_STRIDE
-from ..te.expr import And, Binary, BinOp, Call, Cast, Compare, Const, Expr, Not, Or, Select, Var
+from ..te.expr import And, Binary, Call, Cast, Compare, Const, Expr, Not, Or, Select, Var
 from . import llvm_helpers as h
-from .jit import permutes_vectors
 from .llvm_abi import NUM_THREADS_SYMBOL, define_heap_table, entry_symbol, status_error
+from .llvm_access import is_contiguous, is_short_stride, rising_window, short_spread
 from .llvm_helpers import I32, PTR, VOID
 from .llvm_math import INLINE
 from .llvm_parallel import emit_parallel_for, warn_serial_once
@@ -67,40 +66,6 @@ class _Scope:
 
 # Calls: inline code (llvm_math.INLINE: vectorizable, no libm call per lane), else LLVM intrinsics.
 _LLVM_INTRINSIC = {"sqrt": "sqrt", "fabs": "fabs", "floor": "floor", "ceil": "ceil", "pow": "pow"}
-
-
-def _is_contiguous(index: Expr) -> TypeGuard[Ramp]:
-    return (isinstance(index, Ramp) and isinstance(index.stride, Const)
-            and index.stride.value == 1)
-
-
-def _is_short_stride(index: Expr) -> TypeGuard[Ramp]:
-    """A constant stride of 2 to MAX_SHUFFLED_STRIDE: loaded as one span and shuffled, not gathered."""
-    return (isinstance(index, Ramp) and isinstance(index.stride, Const)
-            and 2 <= index.stride.value <= MAX_SHUFFLED_STRIDE)
-
-
-def _short_spread(index: Expr) -> tuple[Expr, list[int]] | None:
-    """(first element, each lane's element after it) of a vector index whose lanes are one scalar
-    plus constants spanning at most the elements a short stride's span loads (a resize's source
-    columns: a span load and a shuffle, not a gather); else None."""
-    if index.lanes == 1 or (split := lane_offsets(index)) is None:
-        return None
-    base, offsets = split
-    lo = min(offsets)
-    if max(offsets) - lo > (index.lanes - 1) * MAX_SHUFFLED_STRIDE:
-        return None
-    start: Expr = Const(lo, index.dtype) if base is None else Binary(BinOp.ADD, base, Const(lo, index.dtype))
-    return start, [o - lo for o in offsets]
-
-
-def _rising_window(e: Load) -> bool:
-    """Whether an unmasked 16-lane load of 32-bit elements has indices that rise from lane to
-    lane within one vector's width (`lane_offsets.rising_spread`), on a CPU that permutes a
-    vector by indices: one load of the window from lane 0's element and a permute, not 16 loads."""
-    spread = rising_spread(e.index) if e.lanes == h.WINDOW_LANES else None
-    return (spread is not None and spread < h.WINDOW_LANES and dtype_info(e.dtype).bytes == 4
-            and permutes_vectors())
 
 
 class LLVMCodegen:
@@ -340,18 +305,18 @@ class LLVMCodegen:
                                       align=h.element_bytes(elem)), e.lanes)
             if mask is not None:
                 value = b.select(mask, value, h.const_like(value.type, 0))
-        elif _is_contiguous(e.index):
+        elif is_contiguous(e.index):
             ptr = h.element_ptr(b, base, self.index(e.index.base), elem)
             value = h.load_vector(b, ptr, h.vector_of(elem, e.lanes), mask, self._masks_tails(e.buffer))
-        elif _is_short_stride(e.index) and e.lanes > 1:
+        elif is_short_stride(e.index) and e.lanes > 1:
             ptr = h.element_ptr(b, base, self.index(e.index.base), elem)
             stride = cast(Const, e.index.stride).value
             value = h.load_strided(b, ptr, h.vector_of(elem, e.lanes), int(stride), mask)
-        elif (spread := _short_spread(e.index)) is not None:
+        elif (spread := short_spread(e.index)) is not None:
             start, picks = spread
             ptr = h.element_ptr(b, base, self.index(start), elem)
             value = h.load_spread(b, ptr, h.vector_of(elem, e.lanes), picks, mask, self._masks_tails(e.buffer))
-        elif mask is None and _rising_window(e):
+        elif mask is None and rising_window(e):
             value = h.load_window(b, base, self.index(e.index), elem)
         else:
             index = self.index(e.index)
@@ -407,7 +372,7 @@ class LLVMCodegen:
         if s.buffer.dtype == "bool":
             value = b.zext(value, h.vector_of(elem, lanes))
         mask = self._mask(s.predicate, lanes)
-        if _is_contiguous(s.index):
+        if is_contiguous(s.index):
             h.store_vector(b, value, h.element_ptr(b, base, self.index(s.index.base), elem), mask,
                            self._masks_tails(s.buffer))
         elif lanes > 1:
