@@ -222,11 +222,15 @@ _TANH_Q = [1.0, 0.4671429558895437, 0.02587677459620202, 0.00032855440324087477,
 def emit_tanh_float(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     """tanh of float32 values: x clamped to +-9, then x * P(x^2) / Q(x^2), capped at +-1; no exp
     and no second range: about half the instructions per lane of the exp form below, which it
-    replaced for float (onnxruntime evaluates tanh as a rational function too)."""
+    replaced for float (onnxruntime evaluates tanh as a rational function too). Past the clamp
+    the result is +-1 exactly, as float32 rounds it: the ratio at 9 is an ulp or two short of 1,
+    by how the host contracts its multiply-adds (AVX2 code of a vector tail returned -0.99999988)."""
     xc = _clamp(b, x, -_TANH_TOP, _TANH_TOP)
     v = b.fmul(xc, xc)
-    ratio = b.fdiv(b.fmul(xc, horner(b, v, _TANH_P)), horner(b, v, _TANH_Q))
-    return keep_nan(b, x, _clamp(b, ratio, -1.0, 1.0))
+    ratio = _clamp(b, b.fdiv(b.fmul(xc, horner(b, v, _TANH_P)), horner(b, v, _TANH_Q)), -1.0, 1.0)
+    beyond = b.fcmp_ordered(">", call_intrinsic(b, "fabs", [x]), const_like(x.type, _TANH_TOP))
+    saturated = call_intrinsic(b, "copysign", [const_like(x.type, 1.0), x])
+    return keep_nan(b, x, b.select(beyond, saturated, ratio))
 
 
 def emit_tanh(b: ir.IRBuilder, x: ir.Value) -> ir.Value:

@@ -16,7 +16,9 @@ def test_instance_norm_matches_numpy_at_several_configs(check_configs, shape):
 
 def test_the_plane_statistics_run_as_vector_lanes_and_old_records_as_one():
     task = autotune.create_task("instance_norm", shape=(1, 64, 56, 56))
-    assert "sum.part[ramp(0, 1, 32)] = (sum.part[ramp(0, 1, 32)] + X[ramp(" in str(task.lower(0))
+    lanes = 2 * task.target.cpu.vector_bytes // 4      # the rule: two vectors of partial sums
+    assert task.config(0)["lanes"].val == lanes
+    assert f"sum.part[ramp(0, 1, {lanes})] = (sum.part[ramp(0, 1, {lanes})] + X[ramp(" in str(task.lower(0))
     old = task.config_space.from_json({"knobs": {"tile_j": [-1, 16], "parallel": 1}})
     assert old["lanes"].val == 1
 

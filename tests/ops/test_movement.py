@@ -6,6 +6,7 @@ import pytest
 
 import autotune
 from autotune.ops import movement as ops
+from autotune.target import MAX_SHUFFLED_STRIDE, Target
 
 RNG = np.random.default_rng(3)
 
@@ -64,12 +65,16 @@ def test_border_pad_rows_read_spans_not_gathers(mode):
     """The border selects put the interior in the branch where both hold, so loop partition
     splits the tiles that cross a border off a guard-free interior (contiguous loads), and the
     edge tiles' source columns are constants from one scalar: spans and shuffles, no lane
-    loaded alone (rows of 61 padded by 3 and 2: a head tile, a masked tail)."""
-    task = autotune.create_task("border_pad", shape=(64, 61), pad_before=(0, 3), pad_after=(0, 2), mode=mode)
+    loaded alone (rows of 61 padded by 3 and 2: a head tile, a masked tail). A wrap's head tile
+    reads the row's last columns and its first: one span only while the row fits in the span a
+    vector may load, (lanes - 1) * MAX_SHUFFLED_STRIDE + 1 elements (29 with AVX2's 8 lanes)."""
+    lanes = Target("llvm").cpu.vector_bytes // 4
+    width = 61 if mode != "wrap" else min(61, (lanes - 1) * MAX_SHUFFLED_STRIDE + 1)
+    task = autotune.create_task("border_pad", shape=(64, width), pad_before=(0, 3), pad_after=(0, 2), mode=mode)
     f = autotune.build(*task.instantiate(task.config(task.default_index)))
     assert "extractelement" not in f.get_source("ll-raw")
-    x = rand(64, 61)
-    out = np.empty((64, 66), np.float32)
+    x = rand(64, width)
+    out = np.empty((64, width + 5), np.float32)
     f(x, out)
     np.testing.assert_array_equal(out, np.pad(x, ((0, 0), (3, 2)), mode=mode))
 
