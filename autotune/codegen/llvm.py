@@ -79,6 +79,7 @@ class LLVMCodegen:
         self.parallel = parallel
         self.masked_tails = masked_tails
         self.accumulated = h.accumulated_buffers(func.body)
+        self.periodic = h.periodic_vars(func.body)      # loops over these stay away from LLVM's vectorizer
         self.module = ir.Module(name=func.name)
         self.scope: _Scope
         self._nsw = False
@@ -397,7 +398,7 @@ class LLVMCodegen:
             self.serial_loop(s.var, 0, s.extent, s.body)
 
     def serial_loop(self, var: Var, start, stop, body: Stmt) -> None:
-        llvm_vectorize = not h.periodic_access(body, var)
+        llvm_vectorize = var not in self.periodic
         with h.for_range(self.b, start, stop, name=var.name, llvm_vectorize=llvm_vectorize) as i, \
                 _bound(self.scope.vars, var, i):
             self.scope.loop_depth += 1

@@ -13,7 +13,7 @@ from typing import cast
 from llvmlite import ir
 
 from ..dtype import dtype_info
-from ..ir.functor import structural_equal, uses_var, walk
+from ..ir.functor import structural_equal, walk
 from ..ir.nodes import Load, Stmt, Store
 from ..te.expr import Binary, BinOp, Const, Var
 
@@ -158,25 +158,27 @@ def for_range(builder: ir.IRBuilder, start: ir.Value | int, stop: ir.Value | int
     builder.position_at_end(end)
 
 
-def periodic_access(body: Stmt, var: Var) -> bool:
-    """Whether `body` addresses memory with `var` modulo or divided by a power of two.
+def periodic_vars(body: Stmt) -> set[Var]:
+    """The variables of `body` that address memory modulo or divided by a power of two.
 
     LLVM 22's loop vectorizer takes such a periodic access, as B[4*jo + f % 4] in loop f, for a
-    consecutive one and loads the wrong elements (a minimal case is in tests/codegen/test_llvm.py);
-    loops that have one are kept away from it. autotune's own vectorize is unaffected.
+    consecutive one and loads the wrong elements (a minimal case is in tests/codegen/test_llvm.py):
+    loops over these variables are kept away from it. autotune's own vectorize is unaffected.
+    Read once per function: the walk per loop cost a fifth of a conv kernel's codegen.
     """
-    def periodic(n: object) -> bool:
-        return (isinstance(n, Binary) and n.op in (BinOp.FLOORMOD, BinOp.FLOORDIV) and isinstance(n.b, Const)
-                and (c := cast(int, n.b.value)) > 1 and c & (c - 1) == 0 and uses_var(n.a, var))
+    found: set[Var] = set()
 
-    hits: list[object] = []
+    def periodic(n: object) -> None:
+        if (isinstance(n, Binary) and n.op in (BinOp.FLOORMOD, BinOp.FLOORDIV) and isinstance(n.b, Const)
+                and (c := cast(int, n.b.value)) > 1 and c & (c - 1) == 0):
+            walk(n.a, lambda x: found.add(x) if type(x) is Var else None)
 
     def visit(n: object) -> None:
         if isinstance(n, (Load, Store)):
-            walk(n.index, lambda x: hits.append(x) if periodic(x) else None)
+            walk(n.index, periodic)
 
     walk(body, visit)
-    return bool(hits)
+    return found
 
 
 # ---- arithmetic --------------------------------------------------------------------------------

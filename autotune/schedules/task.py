@@ -35,6 +35,7 @@ from .space import INSTANTIATION_ERRORS, ConfigEntity, ConfigSpace
 
 MAX_PARAM = 2 ** 1023     # larger ints overflow float (flop counts), and past 4300 digits even str()
 Lowered = tuple[PrimFunc, HoistPlan | None] | Exception   # a config's kernel and hoist plan, or why not
+Instantiated = tuple[Schedule, list[Tensor]] | InstantiationError  # a checked config's schedule, or why not
 MAX_LOWERED = 512         # lowered configs a task keeps (the xgb tuner ranks pools of 3x a batch)
 AUTOTUNE_ERRORS = (ScheduleError, InstantiationError, BuildError, ArgumentError)   # already name their object
 
@@ -209,6 +210,7 @@ class Task:
         self.constant_inputs: tuple[int, ...] = ()
         self._defaults: dict[tuple[int, ...], int] = {}
         self._lowered: OrderedDict[int, Lowered] = OrderedDict()
+        self._checked: OrderedDict[int, Instantiated] = OrderedDict()    # by is_valid, not lowered yet
 
     @property
     def target_key(self) -> str:
@@ -258,6 +260,7 @@ class Task:
         if positions != self.constant_inputs:
             self.constant_inputs = positions
             self._lowered.clear()
+            self._checked.clear()
 
     def input_positions(self, positions: Sequence[int]) -> tuple[int, ...]:
         """`positions` sorted and distinct; ValueError naming those that are not input positions."""
@@ -311,6 +314,7 @@ class Task:
         todo = [i for i in dict.fromkeys(indices) if i not in self._lowered]
         for index, hit in zip(todo, map_forked(self._portable_lowering, todo)):
             self._keep(index, hit)
+            self._checked.pop(index, None)          # a child used (its copy of) the schedule
 
     def _lower(self, config: ConfigEntity | int | dict) -> tuple[PrimFunc, HoistPlan | None]:
         index = self.config(config).index
@@ -326,7 +330,10 @@ class Task:
         """The kernel and its hoist plan, or the exception lowering raised (kept: the same config
         fails the same way)."""
         try:
-            s, args = self.instantiate(index)
+            checked = self._checked.pop(index, None)
+            if isinstance(checked, InstantiationError):
+                raise checked
+            s, args = checked if checked is not None else self.instantiate(index)
             plan = plan_hoist(s, args, self.constant_inputs) if self.constant_inputs and self.target.kind == "llvm" \
                 else None
             return plan.kernel(self.kernel_name) if plan else lower(s, args, name=self.kernel_name), plan
@@ -352,14 +359,23 @@ class Task:
 
     def is_valid(self, index: int) -> bool:
         """Whether the template accepts this config at this shape. A config it accepts but
-        lowering refuses is valid: measuring it records the build error, so it is never retried."""
-        try:
-            self.lower(index)
-        except InstantiationError:
-            return False
-        except Exception:  # noqa: BLE001
-            return True
-        return True
+        lowering refuses is valid: measuring it records the build error, so it is never retried.
+        Only the template runs (a few ms), not the lowering (up to seconds), unless it was lowered."""
+        hit = self._lowered.get(index)
+        if hit is not None:
+            return not isinstance(hit, InstantiationError)
+        checked = self._checked.get(index)
+        if checked is None:
+            try:
+                checked = self.instantiate(index)
+            except InstantiationError as e:
+                checked = e
+            except Exception:  # noqa: BLE001   (lowering meets it again and records it)
+                return True
+            self._checked[index] = checked        # lowering takes this schedule: one instantiation
+            if len(self._checked) > MAX_LOWERED:
+                self._checked.popitem(last=False)
+        return not isinstance(checked, InstantiationError)
 
     def make_inputs(self, rng: np.random.Generator) -> list[np.ndarray]:
         """Random inputs (never all zeros: those time unrealistically)."""

@@ -114,15 +114,18 @@ class XGBTuner(Tuner):
         else:
             pool = self._sample(self.pool_factor * n)
         out += self._pick(pool, exploit)
-        return out + self.random_unvisited(n - len(out))
+        out += self.random_unvisited(n - len(out))
+        self.task.prelower(out)         # the random picks, on every core before the builder needs them
+        return out
 
     def _pick(self, pool: list[int], n: int) -> list[int]:
         """Up to n of the pool: ranked by the IR model and spread out, or as given before it is fit."""
-        pool = [p for p in pool if p not in self.visited]
-        self.task.prelower(pool)        # every core lowers the pool; is_valid and the features read it
-        pool = [p for p in pool if self.is_valid(p)]
-        if not pool or self.ir_model.booster is None:
-            return self.take(pool, n)
+        pool = [p for p in pool if p not in self.visited and self.is_valid(p)]
+        if not pool or self.ir_model.booster is None:     # nothing to rank by: lower only what is taken
+            out = self.take(pool, n)
+            self.task.prelower(out)
+            return out
+        self.task.prelower(pool)        # every core lowers the pool; the features read it
         scores = self.ir_model.predict(np.stack([self.ir_features(p) for p in pool]))
         chosen = diverse_pick(scores, [self.space.point2knob(p) for p in pool], n, self.diversity)
         return self.take([pool[i] for i in chosen], n)

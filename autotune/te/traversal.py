@@ -13,6 +13,12 @@ from typing import Any
 from .expr import Expr, Node, Var
 
 _FIELDS: dict[type, tuple[str, ...]] = {}
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+# Field annotations that never hold a Node: such fields are skipped without being read (a
+# traversal visits hundreds of thousands of nodes per lowering; most are leaves with no child).
+_LEAF_ANNOTATIONS = frozenset({"str", "str | None", "int", "bool", "float", "int | float | bool", "dict",
+                               "BinOp", "CmpOp", "ForKind", "Buffer", "tuple[int, ...]", "tuple[Buffer, ...]",
+                               "tuple[IterVar, ...]"})
 
 
 def field_names(cls: type) -> tuple[str, ...]:
@@ -22,10 +28,18 @@ def field_names(cls: type) -> tuple[str, ...]:
     return names
 
 
+def child_fields(cls: type) -> tuple[str, ...]:
+    """The fields of `cls` that may hold a Node or a tuple of them, in field order."""
+    names = _CHILD_FIELDS.get(cls)
+    if names is None:
+        names = _CHILD_FIELDS[cls] = tuple(f.name for f in fields(cls) if str(f.type) not in _LEAF_ANNOTATIONS)
+    return names
+
+
 def children(node: Node) -> list[Node]:
     """The direct Node children of `node`, in field order."""
     out: list[Node] = []
-    for name in field_names(type(node)):
+    for name in child_fields(type(node)):
         v = getattr(node, name)
         if isinstance(v, Node):
             out.append(v)
@@ -54,19 +68,22 @@ def transform(node: Node, post: Callable[[Node], Node | None],
         r = pre(node)
         if r is not None:
             return r
-    changed = {}
-    for name in field_names(type(node)):
+    cls = type(node)
+    changed = None
+    for name in child_fields(cls):
         v = getattr(node, name)
         if isinstance(v, Node):
             nv = transform(v, post, pre)
             if nv is not v:
+                changed = changed or {}
                 changed[name] = nv
         elif isinstance(v, tuple) and any(isinstance(x, Node) for x in v):
             nt = tuple(transform(x, post, pre) if isinstance(x, Node) else x for x in v)
             if any(a is not b for a, b in zip(nt, v)):
+                changed = changed or {}
                 changed[name] = nt
     if changed:
-        node = type(node)(**{n: changed.get(n, getattr(node, n)) for n in field_names(type(node))})
+        node = cls(**{n: changed.get(n, getattr(node, n)) for n in field_names(cls)})
     r = post(node)
     return node if r is None else r
 

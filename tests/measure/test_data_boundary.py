@@ -61,7 +61,7 @@ def _instantiations(log: Path) -> list[dict]:
 
 
 @pytest.mark.parametrize("tuner", ["random", "xgb"])
-def test_each_config_is_instantiated_and_lowered_once_and_only_here(tmp_path, log, monkeypatch, tuner):
+def test_each_config_is_instantiated_once_and_only_here(tmp_path, log, monkeypatch, tuner):
     lowered = Counter()
     real_lower = task_module.lower
 
@@ -77,11 +77,12 @@ def test_each_config_is_instantiated_and_lowered_once_and_only_here(tmp_path, lo
     made = _instantiations(log)
     here = [m for m in made if m["pid"] == os.getpid()]
     forked = [m for m in made if m["pid"] != os.getpid()]
-    # build and run workers: no instantiation at all; only lowering children forked from here
+    # build and run workers: no instantiation at all; only lowering children forked from here,
+    # and those lower the schedule this process made when it checked the config, if it did
     assert all(m["ppid"] == os.getpid() and m["process"].startswith("ForkProcess") for m in forked)
     per_config = Counter(m["index"] for m in made)
-    assert max(per_config.values()) == 1                      # validity, features, build: one lowering
-    assert lowered["all"] == len(here)
+    assert max(per_config.values()) == 1                      # validity, features, build: one instantiation
+    assert lowered["all"] <= len(here)                        # what is lowered here was made here, once
     measured = {i for i, _ in result.history}
     assert measured <= set(per_config)
     if tuner == "random":                                     # it looks at nothing it does not measure

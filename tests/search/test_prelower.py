@@ -75,3 +75,34 @@ def test_warnings_raised_in_a_child_are_raised_here():
         assert map_forked(warns, [1, 2, 3], workers=2) == [1, 2, 3]
     assert sorted(str(w.message).split(" in ")[0] for w in caught) == ["item 1", "item 2", "item 3"]
     assert all(str(w.message).split(" in ")[1] != str(os.getpid()) for w in caught)
+
+
+def test_validity_runs_the_template_only_and_agrees_with_lowering():
+    """is_valid answers from instantiation (milliseconds) without lowering (up to seconds for a
+    conv): the tuner checks many configs it never measures. Its answer is lowering's."""
+    checked, lowered = _conv(), _conv()
+    indices = list(range(0, len(checked.config_space), max(1, len(checked.config_space) // 16)))[:16]
+    verdicts = [checked.is_valid(i) for i in indices]
+    assert not checked._lowered                        # nothing was lowered to answer
+    expected = []
+    for i in indices:
+        try:
+            lowered.lower(i)
+            expected.append(True)
+        except InstantiationError:
+            expected.append(False)
+    assert verdicts == expected and True in verdicts and False in verdicts
+    assert [lowered.is_valid(i) for i in indices] == expected      # from the lowered cache too
+
+
+def test_before_its_model_is_fit_xgb_lowers_only_the_configs_it_proposes():
+    """The first batch is the pool's first legal configs (nothing ranks them yet): lowering the
+    whole pool for features nobody reads cost a conv's first batch twice its proposals' lowering."""
+    from autotune.search.xgb import XGBTuner
+
+    task = _conv()
+    tuner = XGBTuner(task, seed=3)
+    batch = tuner.next_batch(6)
+    assert len(batch) == 6 == len(set(batch))
+    assert sorted(task._lowered) == sorted(batch)
+    assert all(task.is_valid(i) for i in batch)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from ...te.expr import And, Binary, BinOp, Cast, CmpOp, Compare, Const, Expr, Node, Not, Or, Select, Var, const
-from ...te.traversal import field_names, substitute
+from ...te.traversal import child_fields, field_names, substitute
 from ..bounds import Interval, const_bound
 from ..nodes import Allocate, Broadcast, For, ForKind, IfThenElse, Let, Load, Prefetch, Ramp, Seq, Stmt, Store, seq
 
@@ -41,31 +41,68 @@ def _key(e: Expr) -> Any:
     return id(e)
 
 
-def linear(e: Expr) -> tuple[dict[Any, list], int | float]:
-    """e as {key: [term, coeff]} and a constant: sum(coeff * term) + const."""
+def _same_key(a: Expr, b: Expr) -> bool:
+    """_key(a) == _key(b), without building either key (it stops at the first difference)."""
+    if a is b:
+        return True
+    if type(a) is Const and type(b) is Const:
+        return bool(a.value == b.value) and a.dtype == b.dtype
+    if type(a) is Binary and type(b) is Binary:
+        return a.op is b.op and _same_key(a.a, b.a) and _same_key(a.b, b.b)
+    return False
+
+
+_LINEAR: dict[int, tuple[Expr, dict[Any, list], int | float]] = {}
+MAX_LINEAR = 50_000      # sums remembered (bottom-up, each sum's form is its parent's start)
+
+
+def _linear_form(e: Expr) -> tuple[dict[Any, list], int | float]:
+    """`linear` before dropping zero terms, remembered by identity: a chain of k additions is
+    read once, not once per link (k^2), as the simplifier meets each link bottom-up. The terms
+    keep the order they are first met in, so the remembered form merges as the walk would."""
+    hit = _LINEAR.get(id(e))
+    if hit is not None and hit[0] is e:
+        return hit[1], hit[2]
     terms: dict[Any, list] = {}
     c0: int | float = 0
 
-    def add(x: Expr, k: int | float) -> None:
+    def merge(x: Expr, k: int | float) -> None:
         nonlocal c0
         if type(x) is Const:
             c0 += k * x.value
-        elif type(x) is Binary and x.op is BinOp.ADD:
-            add(x.a, k)
-            add(x.b, k)
-        elif type(x) is Binary and x.op is BinOp.SUB:
-            add(x.a, k)
-            add(x.b, -k)
-        elif type(x) is Binary and x.op is BinOp.MUL and type(x.b) is Const:
-            add(x.a, k * x.b.value)
-        elif type(x) is Binary and x.op is BinOp.MUL and type(x.a) is Const:
-            add(x.b, k * x.a.value)
-        else:
-            slot = terms.setdefault(_key(x), [x, 0])
-            slot[1] += k
+            return
+        if type(x) is Binary and (x.op is BinOp.ADD or x.op is BinOp.SUB
+                                  or (x.op is BinOp.MUL and (type(x.a) is Const or type(x.b) is Const))):
+            sub, sub_c0 = _linear_form(x)
+            for key, (term, q) in sub.items():
+                terms.setdefault(key, [term, 0])[1] += k * q
+            c0 += k * sub_c0
+            return
+        terms.setdefault(_key(x), [x, 0])[1] += k
 
-    add(e, 1)
-    return {k: v for k, v in terms.items() if v[1] != 0}, c0
+    if type(e) is Binary and e.op is BinOp.ADD:
+        merge(e.a, 1)
+        merge(e.b, 1)
+    elif type(e) is Binary and e.op is BinOp.SUB:
+        merge(e.a, 1)
+        merge(e.b, -1)
+    elif type(e) is Binary and e.op is BinOp.MUL and type(e.b) is Const:
+        merge(e.a, e.b.value)
+    elif type(e) is Binary and e.op is BinOp.MUL and type(e.a) is Const:
+        merge(e.b, e.a.value)
+    else:
+        merge(e, 1)
+    if len(_LINEAR) >= MAX_LINEAR:
+        _LINEAR.clear()
+    _LINEAR[id(e)] = (e, terms, c0)
+    return terms, c0
+
+
+def linear(e: Expr) -> tuple[dict[Any, list], int | float]:
+    """e as {key: [term, coeff]} and a constant: sum(coeff * term) + const (x + y - 3*x + 2 reads
+    as {x: -2, y: 1} and 2; products by a constant distribute, anything else is a term)."""
+    terms, c0 = _linear_form(e)
+    return {k: [t, q] for k, (t, q) in terms.items() if q != 0}, c0
 
 
 def from_linear(terms: dict[Any, list], c0: int | float, dtype: str) -> Expr:
@@ -137,7 +174,7 @@ def canonical_sum(e: Binary, r: Ranges) -> Expr | None:
         return None
     terms, c0 = linear(e)
     out = from_linear(terms, c0, e.dtype)
-    return None if _key(out) == _key(e) else out
+    return None if _same_key(out, e) else out
 
 
 def div_mod_recombine(e: Binary, r: Ranges) -> Expr | None:
@@ -327,7 +364,7 @@ def _simp(e: Expr, r: Ranges, memo: Memo, budget: int = MAX_SWEEPS) -> Expr:
     if t is Var or t is Const:
         return e
     changed: dict[str, Any] = {}
-    for name in field_names(t):
+    for name in child_fields(t):
         v = getattr(e, name)
         if isinstance(v, Node):
             nv = _simp(cast(Expr, v), r, memo)   # the Node fields of an expression are expressions

@@ -35,13 +35,17 @@ MAX_GROWTH = 2     # one condition's two branches, each smaller than the body, a
 def unswitch_selects(s: Stmt) -> Stmt:
     """Every loop's body split on the select conditions it cannot change, outermost loops first;
     GPU kernels are left alone, as partition leaves them."""
-    return s if has_thread_loops(s) else _unswitch_loops(s)
+    if has_thread_loops(s):
+        return s
+    # only loops whose variable some condition reads can gain a branch (most kernels have none)
+    read: set[Var] = set().union(*(free_vars(c) for c in _select_conditions(s)))
+    return _unswitch_loops(s, read) if read else s
 
 
-def _unswitch_loops(s: Stmt) -> Stmt:
+def _unswitch_loops(s: Stmt, read: set[Var]) -> Stmt:
     def pre(n: object) -> Stmt | None:
-        if type(n) is For and n.kind is not ForKind.VECTORIZED:
-            body = _unswitch_loops(_unswitched(n.body, n.var))
+        if type(n) is For and n.kind is not ForKind.VECTORIZED and n.var in read:
+            body = _unswitch_loops(_unswitched(n.body, n.var), read)
             return n if body is n.body else For(n.var, n.extent, n.kind, body, n.thread)
         return None
     return transform(s, lambda n: None, pre=pre)
@@ -50,8 +54,11 @@ def _unswitch_loops(s: Stmt) -> Stmt:
 def _unswitched(body: Stmt, var: Var) -> Stmt:
     """`body` branched on its invariant conditions of `var`, one more branch per condition, if
     that leaves it at most MAX_GROWTH times its size."""
-    out = _branched(body, var, [len(_invariant(body, var))])
-    return out if _size(out) <= MAX_GROWTH * _size(body) else body
+    conditions = _invariant(body, var)
+    if not conditions:          # most loops of most kernels: nothing to branch on, no walk more
+        return body
+    out = _branched(body, var, [len(conditions)])
+    return out if out is not body and _size(out) <= MAX_GROWTH * _size(body) else body
 
 
 def _branched(body: Stmt, var: Var, budget: list[int]) -> Stmt:
@@ -65,8 +72,9 @@ def _branched(body: Stmt, var: Var, budget: list[int]) -> Stmt:
 
 def _invariant(body: Stmt, var: Var) -> list[Expr]:
     """The select conditions in `body` that read `var` and nothing bound inside `body`."""
-    bound = _bound_inside(body)
-    return [c for c in _select_conditions(body) if var in free_vars(c) and not free_vars(c) & bound]
+    found = [c for c in _select_conditions(body) if var in free_vars(c)]
+    bound = _bound_inside(body) if found else set()
+    return [c for c in found if not free_vars(c) & bound]
 
 
 def _select_conditions(body: Stmt) -> list[Expr]:
