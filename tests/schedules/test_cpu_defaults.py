@@ -184,6 +184,17 @@ def test_a_blocked_conv_of_few_channels_takes_whole_row_tiles(C, F, H, W, K, str
     assert (knobs["nchwc_reg_n"], knobs["nchwc_oh_bn"]) == want
 
 
+@pytest.mark.parametrize("C, F, K, stride", [(512, 2048, 1, 1), (512, 512, 3, 1), (1024, 2048, 1, 2)])
+def test_with_16_registers_a_short_row_is_one_tile_of_one_vector_blocks(C, F, K, stride):
+    """AVX2: two-vector blocks leave 6 positions, and a 7-column row split in half ran 2 x 2
+    tiles; one-vector blocks hold the whole row. AVX-512's 14 positions hold it at 2L already."""
+    params = dict(N=1, C=C, H=7 * stride, W=7 * stride, F=F, KH=K, KW=K, stride=stride, padding=K // 2,
+                  dilation=1, groups=1)
+    avx2, avx512 = default("conv2d_grouped", AVX2, **params), default("conv2d_grouped", AVX512, **params)
+    assert (avx2["nchwc_oc_bn"], avx2["nchwc_reg_n"]) == (8, 7)
+    assert (avx512["nchwc_oc_bn"], avx512["nchwc_reg_n"]) == (32, 7)
+
+
 def test_the_register_tile_follows_the_register_count():
     """3/4 of the registers hold accumulators: 12 of AVX2's 16 (6 rows of 2 vectors), 24 of
     AVX-512's 32 (8 rows, the largest candidate)."""

@@ -47,7 +47,15 @@ registers of the target (32 with AVX-512, else 16):
              / 0.93. Wider rows keep the rule's tile: 128 at 34x34 5x5 0.99 / 0.78, stride 2 to
              37 columns 0.96 / 0.93, 29x29 0.99 / 1.03, 43 columns 1.00 / 1.07, 31x31 0.82 /
              1.12. Not for depthwise convs, whose wide tile with a tail of one column ran best
-             (below).
+             (below). Where half the budget is under MIN_TILE_COLUMNS (16 registers and 2L
+             blocks: 6 positions, so a 7-column row got 2 x 2 tiles, 8 accumulators and a tail
+             column per row), oc_bn drops to L when a whole row then fits, and the tile is the
+             row: Zen 3 (AVX2), 2 threads, x onnxruntime, two runs each, 2 x 2 at 2L / 7 x 2 at
+             L: 512 -> 2048 1x1 at 7x7 0.61-0.68 / 0.87-0.90, 512 3x3 at 7x7 0.72-0.76 /
+             0.83-0.89, stride 2 to 7x7 0.70-0.75 / 0.80, 1024 -> 2048 stride 2 0.94-0.97 /
+             1.08-1.16, 960 -> 160 0.76-0.78 / 0.85-0.86; lost: 320 -> 1280 0.80-0.82 / 0.75,
+             576 -> 160 0.83-0.85 / 0.75-0.80; level within the runs' spread: 2048 -> 512, 160
+             -> 960, 960 -> 320. AVX-512's budget (14) never halves below 4 columns.
              A depthwise conv whose taps share input columns (stride_w < KW <= 8) keeps an input
              vector live per position as well, so that its kernel row unrolls (unroll_kw):
              positions <= (R - oc_bn/L) / (oc_bn/L + 1), 15 with AVX-512 (Zen 5, 2 threads, x
@@ -129,6 +137,7 @@ PREFETCH_AHEAD = 4096       # bytes of the weight stream fetched ahead (prefetch
 _PREFETCH = (0, 1024, PREFETCH_AHEAD)
 _BLOCKS = (1, 2, 4, 8, 16, 32, 64)
 _COLUMNS = (1, 2, 4, 6, 7, 8, 12, 14, 16, 24, 28, 32)
+MIN_TILE_COLUMNS = 4      # the narrowest divisor of OW a register tile takes as its columns
 _ROWS = (1, 2, 4)
 BLOCK_ROWS = (2, 4, 8, 16, 32)
 
@@ -185,7 +194,7 @@ def _unrolled_depthwise(g: ConvGeometry) -> bool:
     return g.depthwise and g.stride[1] < g.kernel[1] <= MAX_UNROLLED_KW
 
 
-def _pick_columns(OW: int, budget: int, options: list[int], least: int = 4) -> int:
+def _pick_columns(OW: int, budget: int, options: list[int], least: int = MIN_TILE_COLUMNS) -> int:
     divisors = [v for v in range(least, min(OW, budget) + 1) if OW % v == 0]
     return max(divisors or [v for v in options if v <= budget] or [1])
 
@@ -214,7 +223,12 @@ def define_knobs(cfg: Any, g: ConvGeometry, N: int, dtype: str, when: tuple[str,
     few_channels = per_group(g)[0] < L          # ic_bn 1, and whole row tiles only (oh_bn's rule)
     two_rows = OH % 2 == 0 if few_channels else OH > 1
     if not g.depthwise and OW % reg_n and budget < OW < 2 * budget and two_rows:  # one tile and a tail
-        reg_n = _pick_columns(OW, budget // 2, columns)
+        one_vector = _tile_positions(cfg, g, L, L)
+        if budget // 2 < MIN_TILE_COLUMNS and oc_bn > L and L in oc_options and one_vector >= OW:
+            oc_bn, budget = L, one_vector           # 16 registers: one-vector blocks, a whole row a tile
+            reg_n = _pick_columns(OW, budget, columns)
+        else:
+            reg_n = _pick_columns(OW, budget // 2, columns)
     oh_bn = max(v for v in rows if (v * reg_n <= budget and (OH % v == 0 or not few_channels)) or v == 1)
     cfg.define_knob("nchwc_oc_bn", first(oc_bn, oc_options), when=when)
     ic_bn = 1
