@@ -15,7 +15,7 @@ import re
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -38,6 +38,15 @@ Lowered = tuple[PrimFunc, HoistPlan | None] | Exception   # a config's kernel an
 Instantiated = tuple[Schedule, list[Tensor]] | InstantiationError  # a checked config's schedule, or why not
 MAX_LOWERED = 512         # lowered configs a task keeps (the xgb tuner ranks pools of 3x a batch)
 AUTOTUNE_ERRORS = (ScheduleError, InstantiationError, BuildError, ArgumentError)   # already name their object
+V = TypeVar("V")
+
+
+def _remember(cache: OrderedDict[int, V], index: int, value: V) -> V:
+    """`value` kept under `index`, the oldest entry dropped past MAX_LOWERED."""
+    cache[index] = value
+    if len(cache) > MAX_LOWERED:
+        cache.popitem(last=False)
+    return value
 
 
 @dataclass(frozen=True)
@@ -352,10 +361,7 @@ class Task:
         return hit
 
     def _keep(self, index: int, hit: Lowered) -> Lowered:
-        self._lowered[index] = hit
-        if len(self._lowered) > MAX_LOWERED:
-            self._lowered.popitem(last=False)
-        return hit
+        return _remember(self._lowered, index, hit)
 
     def is_valid(self, index: int) -> bool:
         """Whether the template accepts this config at this shape. A config it accepts but
@@ -372,9 +378,7 @@ class Task:
                 checked = e
             except Exception:  # noqa: BLE001   (lowering meets it again and records it)
                 return True
-            self._checked[index] = checked        # lowering takes this schedule: one instantiation
-            if len(self._checked) > MAX_LOWERED:
-                self._checked.popitem(last=False)
+            _remember(self._checked, index, checked)    # lowering takes this schedule: one instantiation
         return not isinstance(checked, InstantiationError)
 
     def make_inputs(self, rng: np.random.Generator) -> list[np.ndarray]:

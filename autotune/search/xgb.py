@@ -115,16 +115,14 @@ class XGBTuner(Tuner):
             pool = self._sample(self.pool_factor * n)
         out += self._pick(pool, exploit)
         out += self.random_unvisited(n - len(out))
-        self.task.prelower(out)         # the random picks, on every core before the builder needs them
+        self.task.prelower(out)         # the batch (what the pool did not lower), on every core before the builder
         return out
 
     def _pick(self, pool: list[int], n: int) -> list[int]:
         """Up to n of the pool: ranked by the IR model and spread out, or as given before it is fit."""
         pool = [p for p in pool if p not in self.visited and self.is_valid(p)]
-        if not pool or self.ir_model.booster is None:     # nothing to rank by: lower only what is taken
-            out = self.take(pool, n)
-            self.task.prelower(out)
-            return out
+        if not pool or self.ir_model.booster is None:     # nothing to rank by: only what is taken is lowered
+            return self.take(pool, n)
         self.task.prelower(pool)        # every core lowers the pool; the features read it
         scores = self.ir_model.predict(np.stack([self.ir_features(p) for p in pool]))
         chosen = diverse_pick(scores, [self.space.point2knob(p) for p in pool], n, self.diversity)

@@ -56,6 +56,22 @@ _LINEAR: dict[int, tuple[Expr, dict[Any, list], int | float]] = {}
 MAX_LINEAR = 50_000      # sums remembered (bottom-up, each sum's form is its parent's start)
 
 
+def _summands(e: Expr) -> tuple[tuple[Expr, int | float], ...] | None:
+    """The operands a sum, a difference or a product by a constant distributes over, each with
+    its factor; None for a term."""
+    if type(e) is not Binary:
+        return None
+    if e.op is BinOp.ADD:
+        return (e.a, 1), (e.b, 1)
+    if e.op is BinOp.SUB:
+        return (e.a, 1), (e.b, -1)
+    if e.op is BinOp.MUL and type(e.b) is Const:
+        return ((e.a, e.b.value),)
+    if e.op is BinOp.MUL and type(e.a) is Const:
+        return ((e.b, e.a.value),)
+    return None
+
+
 def _linear_form(e: Expr) -> tuple[dict[Any, list], int | float]:
     """`linear` before dropping zero terms, remembered by identity: a chain of k additions is
     read once, not once per link (k^2), as the simplifier meets each link bottom-up. The terms
@@ -71,8 +87,7 @@ def _linear_form(e: Expr) -> tuple[dict[Any, list], int | float]:
         if type(x) is Const:
             c0 += k * x.value
             return
-        if type(x) is Binary and (x.op is BinOp.ADD or x.op is BinOp.SUB
-                                  or (x.op is BinOp.MUL and (type(x.a) is Const or type(x.b) is Const))):
+        if _summands(x) is not None:
             sub, sub_c0 = _linear_form(x)
             for key, (term, q) in sub.items():
                 terms.setdefault(key, [term, 0])[1] += k * q
@@ -80,18 +95,8 @@ def _linear_form(e: Expr) -> tuple[dict[Any, list], int | float]:
             return
         terms.setdefault(_key(x), [x, 0])[1] += k
 
-    if type(e) is Binary and e.op is BinOp.ADD:
-        merge(e.a, 1)
-        merge(e.b, 1)
-    elif type(e) is Binary and e.op is BinOp.SUB:
-        merge(e.a, 1)
-        merge(e.b, -1)
-    elif type(e) is Binary and e.op is BinOp.MUL and type(e.b) is Const:
-        merge(e.a, e.b.value)
-    elif type(e) is Binary and e.op is BinOp.MUL and type(e.a) is Const:
-        merge(e.b, e.a.value)
-    else:
-        merge(e, 1)
+    for x, k in _summands(e) or ((e, 1),):
+        merge(x, k)
     if len(_LINEAR) >= MAX_LINEAR:
         _LINEAR.clear()
     _LINEAR[id(e)] = (e, terms, c0)
