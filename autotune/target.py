@@ -73,6 +73,12 @@ class CpuFacts:
         """Elements of one vector register."""
         return max(1, self.vector_bytes // dtype_bytes)
 
+    @property
+    def vector_registers(self) -> int:
+        """Architectural vector registers: 32 with 64-byte vectors (AVX-512's zmm0-31), else 16
+        (AVX2/SSE's ymm/xmm0-15)."""
+        return 32 if self.vector_bytes >= 64 else 16
+
 
 # The CPU code generator loads a vector whose lanes are 2 to this many elements apart as one
 # load of the span and a shuffle (a gather beyond): schedules rely on strides up to it.

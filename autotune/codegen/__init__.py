@@ -20,7 +20,8 @@ __all__ = ["BuiltFunction", "build_module", "compile_for", "compile_object", "lo
 def _ir_text(func: PrimFunc) -> str:
     triple, layout = jit.triple_and_layout()
     return str(emit_module(func, parallel=jit.has_openmp(), triple=triple, data_layout=layout,
-                           masked_tails=jit.masked_vectors()))
+                           masked_tails=jit.masked_vectors(),
+                           vector_registers=Target.parse("llvm").cpu.vector_registers))
 
 
 def build_module(func: PrimFunc) -> BuiltFunction:

@@ -44,6 +44,7 @@ from .llvm_transpose import emit_store_run
 HEAP_THRESHOLD = 64 * 1024      # bytes: bigger "local" buffers go to the heap (thread stacks are small)
 ALIGN = 64
 REGISTER_FILE_BYTES = 32 * 64   # AVX-512's vector registers: the most a register tile can hold
+FLATTENED_EXTENT = 8            # a loop this short LLVM's unroller flattens (a kernel row of taps)
 
 __all__ = ["NUM_THREADS_SYMBOL", "LLVMCodegen", "emit_module", "entry_symbol", "status_error"]
 
@@ -72,12 +73,16 @@ class LLVMCodegen:
     """Emits one PrimFunc. `parallel=False` (no libgomp) runs PARALLEL loops serially.
     `masked_tails`: a contiguous access of a lane count that is not a power of two (14 columns of
     a tile) is one masked access of the next power of two, not the 8 + 4 + 2 pieces, each its
-    own load and insert, that LLVM splits it into (it may not widen a load past its lanes)."""
+    own load and insert, that LLVM splits it into (it may not widen a load past its lanes).
+    `vector_registers`: the target's, which decide the loops LLVM's unroller leaves alone
+    (`_llvm_may_unroll`)."""
 
-    def __init__(self, func: PrimFunc, parallel: bool = True, masked_tails: bool = False):
+    def __init__(self, func: PrimFunc, parallel: bool = True, masked_tails: bool = False,
+                 vector_registers: int = 16):
         self.func = func
         self.parallel = parallel
         self.masked_tails = masked_tails
+        self.vector_registers = vector_registers
         self.accumulated = h.accumulated_buffers(func.body)
         self.periodic = h.periodic_vars(func.body)      # loops over these stay away from LLVM's vectorizer
         self.module = ir.Module(name=func.name)
@@ -399,11 +404,23 @@ class LLVMCodegen:
 
     def serial_loop(self, var: Var, start, stop, body: Stmt) -> None:
         llvm_vectorize = var not in self.periodic
-        with h.for_range(self.b, start, stop, name=var.name, llvm_vectorize=llvm_vectorize) as i, \
+        llvm_unroll = self._llvm_may_unroll(start, stop, body)
+        with h.for_range(self.b, start, stop, name=var.name, llvm_vectorize=llvm_vectorize,
+                         llvm_unroll=llvm_unroll) as i, \
                 _bound(self.scope.vars, var, i):
             self.scope.loop_depth += 1
             self.stmt(body)
             self.scope.loop_depth -= 1
+
+    def _llvm_may_unroll(self, start: ir.Value | int, stop: ir.Value | int, body: Stmt) -> bool:
+        """False for the reduction loop of a register tile of at least half the vector registers
+        in accumulators, unless it is short enough (FLATTENED_EXTENT) for LLVM to flatten it.
+        LLVM partially unrolls a longer one, and its scheduler then hoists the loads of the
+        second copy above the first's multiply-adds: with 16 registers a 9-accumulator tile
+        spilled 3 of them, each step's update passing through the stack (Zen 3, a 9-column conv
+        tile: 78 -> 111-122 GFLOP/s not unrolled)."""
+        short = isinstance(start, int) and isinstance(stop, int) and stop - start <= FLATTENED_EXTENT
+        return short or h.tile_updates(body) < self.vector_registers // 2
 
     def _allocate(self, s: Allocate) -> None:
         buf = s.buffer
@@ -489,8 +506,9 @@ def _bound(table: dict, key, value):
 
 
 def emit_module(func: PrimFunc, parallel: bool = True, triple: str = "",
-                data_layout: str = "", masked_tails: bool = False) -> ir.Module:
+                data_layout: str = "", masked_tails: bool = False, vector_registers: int = 16) -> ir.Module:
     """The llvmlite module of `func`; its entry point is `entry_symbol(func)`. `masked_tails`:
-    the target has masked vector loads and stores (AVX-512), so `LLVMCodegen` emits them."""
-    return LLVMCodegen(func, parallel, masked_tails).build(triple, data_layout)
+    the target has masked vector loads and stores (AVX-512), so `LLVMCodegen` emits them;
+    `vector_registers`: the target's."""
+    return LLVMCodegen(func, parallel, masked_tails, vector_registers).build(triple, data_layout)
 

@@ -14,7 +14,7 @@ from llvmlite import ir
 
 from ..dtype import dtype_info
 from ..ir.functor import structural_equal, walk
-from ..ir.nodes import Load, Stmt, Store
+from ..ir.nodes import Evaluate, Load, Prefetch, Seq, Stmt, Store
 from ..te.expr import Binary, BinOp, Const, Var
 
 I1 = ir.IntType(1)
@@ -121,21 +121,28 @@ def alloca_once(builder: ir.IRBuilder, ty: ir.Type, count: int = 1, name: str = 
     return slot
 
 
-def no_vectorize_loop_id(module: ir.Module) -> ir.values.MDValue:
-    """A fresh `!llvm.loop` node asking LLVM's loop vectorizer to leave the loop alone."""
-    option = module.add_metadata([ir.MetaDataString(module, "llvm.loop.vectorize.enable"), ir.Constant(I1, 0)])
-    loop_id = ir.values.MDValue(module, [], name=str(len(module.metadata)))
-    loop_id.operands = (loop_id, option)    # a loop ID starts with a reference to itself
-    return loop_id
+def loop_id(module: ir.Module, vectorize: bool, unroll: bool) -> ir.values.MDValue:
+    """A fresh `!llvm.loop` node asking LLVM's loop vectorizer (`vectorize=False`) and its
+    unroller (`unroll=False`) to leave the loop alone."""
+    options = []
+    if not vectorize:
+        options.append(module.add_metadata([ir.MetaDataString(module, "llvm.loop.vectorize.enable"),
+                                            ir.Constant(I1, 0)]))
+    if not unroll:
+        options.append(module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.disable")]))
+    node = ir.values.MDValue(module, [], name=str(len(module.metadata)))
+    node.operands = (node, *options)    # a loop ID starts with a reference to itself
+    return node
 
 
 @contextlib.contextmanager
 def for_range(builder: ir.IRBuilder, start: ir.Value | int, stop: ir.Value | int,
-              name: str = "i", llvm_vectorize: bool = True) -> Iterator[ir.Value]:
+              name: str = "i", llvm_vectorize: bool = True, llvm_unroll: bool = True) -> Iterator[ir.Value]:
     """`for i in range(start, stop)` with an i32 induction variable (cond/body/end blocks, a phi).
 
     The body is generated inside the `with`; the builder ends positioned in the end block.
-    `llvm_vectorize=False` keeps LLVM's loop vectorizer off the loop.
+    `llvm_vectorize=False` keeps LLVM's loop vectorizer off the loop, `llvm_unroll=False` its
+    unroller.
     """
     start = ir.Constant(I32, start) if isinstance(start, int) else start
     stop = ir.Constant(I32, stop) if isinstance(stop, int) else stop
@@ -153,8 +160,8 @@ def for_range(builder: ir.IRBuilder, start: ir.Value | int, stop: ir.Value | int
     nxt = builder.add(index, ir.Constant(I32, 1), name=f"{name}.next", flags=("nsw",))
     index.add_incoming(nxt, builder.block)
     backedge = builder.branch(cond)
-    if not llvm_vectorize:
-        backedge.set_metadata("llvm.loop", no_vectorize_loop_id(builder.module))
+    if not (llvm_vectorize and llvm_unroll):
+        backedge.set_metadata("llvm.loop", loop_id(builder.module, llvm_vectorize, llvm_unroll))
     builder.position_at_end(end)
 
 
@@ -310,15 +317,32 @@ def accumulated_buffers(body: Stmt) -> set[int]:
     found: set[int] = set()
 
     def visit(n: object) -> None:
-        if type(n) is Store and id(n.buffer) not in found:
-            reads_itself: list[bool] = []
-            walk(n.value, lambda e: reads_itself.append(True) if type(e) is Load and e.buffer is n.buffer
-                 and structural_equal(e.index, n.index) else None)
-            if reads_itself:
-                found.add(id(n.buffer))
+        if type(n) is Store and id(n.buffer) not in found and reads_itself(n):
+            found.add(id(n.buffer))
 
     walk(body, visit)
     return found
+
+
+def reads_itself(store: Store) -> bool:
+    """Whether `store`'s value reads the element it writes (an update in place)."""
+    found: list[bool] = []
+    walk(store.value, lambda e: found.append(True) if type(e) is Load and e.buffer is store.buffer
+         and structural_equal(e.index, store.index) else None)
+    return bool(found)
+
+
+def tile_updates(body: Stmt) -> int:
+    """The vectors that straight-line `body` updates in place (each store reads the element it
+    writes): a register tile's accumulators, when `body` is the step of its reduction loop. 0 when
+    `body` holds a loop or a branch."""
+    updates = 0
+    for stmt in body.stmts if isinstance(body, Seq) else (body,):
+        if isinstance(stmt, Store):
+            updates += int(stmt.index.lanes > 1 and reads_itself(stmt))
+        elif not isinstance(stmt, (Prefetch, Evaluate)):
+            return 0
+    return updates
 
 
 def _padded_lanes(count: int, masked_tails: bool) -> int:

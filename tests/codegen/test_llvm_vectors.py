@@ -249,3 +249,44 @@ def test_a_large_local_buffer_that_accumulates_keeps_plain_accesses():
     np.testing.assert_allclose(b, np.tile(a.reshape(steps, lanes).sum(0), rows), rtol=1e-6)
     raw = f.get_source("ll-raw")
     assert f"store <{lanes} x float>" in raw and f"load <{lanes} x float>" in raw    # T's; A and B masked
+
+
+def register_tile(accumulators: int, steps: int) -> PrimFunc:
+    """Y[a] = sum_k X[k, a] * W[k] for `accumulators` 8-lane vectors, the shape of a conv's
+    register tile: a local tile updated in place by a loop of `steps` broadcast multiply-adds."""
+    lanes = 8
+    X, W = Buffer("X", (steps * accumulators,), "float32"), Buffer("W", (steps * lanes,), "float32")
+    Y, T = Buffer("Y", (accumulators * lanes,), "float32"), Buffer("T", (accumulators * lanes,), "float32", "local")
+    k = Var("k")
+    at = [Ramp(c(a * lanes), c(1), lanes) for a in range(accumulators)]
+    weights = Load(W, Ramp(mul(k, c(lanes)), c(1), lanes))
+    inputs = [Broadcast(Load(X, add(mul(k, c(accumulators)), c(a))), lanes) for a in range(accumulators)]
+    update = seq(*[Store(T, at[a], add(Load(T, at[a]), mul(inputs[a], weights))) for a in range(accumulators)])
+    zero, out = Broadcast(Const(0.0, "float32"), lanes), [Store(Y, at[a], Load(T, at[a])) for a in range(accumulators)]
+    body = seq(*[Store(T, at[a], zero) for a in range(accumulators)], loop(k, steps, update), *out)
+    return PrimFunc("tile", (X, W, Y), Allocate(T, body))
+
+
+def test_llvm_does_not_unroll_the_reduction_loop_of_a_register_tile_of_half_the_registers():
+    """LLVM partially unrolls a long reduction loop, and then hoists the second copy's loads
+    above the first's multiply-adds: with 16 registers a 9-accumulator tile spilled 3 of them.
+    The loop of a tile of at least half the registers carries llvm.loop.unroll.disable; a short
+    loop (LLVM flattens it) and a small tile keep the unroller; results match numpy either way."""
+    triple, layout = jit.triple_and_layout()
+
+    def marked(func: PrimFunc, registers: int) -> bool:
+        text = str(emit_module(func, parallel=False, triple=triple, data_layout=layout, vector_registers=registers))
+        return "llvm.loop.unroll.disable" in text
+
+    assert marked(register_tile(9, 32), 16)
+    assert not marked(register_tile(9, 32), 32)          # AVX-512: 9 of 32 registers
+    assert marked(register_tile(16, 32), 32)
+    assert not marked(register_tile(7, 32), 16)
+    assert not marked(register_tile(9, 8), 16)           # flattened by LLVM: its copies share loads
+    for accumulators, steps in ((9, 32), (9, 8), (7, 33)):
+        f = build_module(register_tile(accumulators, steps))
+        x, w = rng.random(steps * accumulators, np.float32), rng.random(steps * 8, np.float32)
+        out = np.zeros(accumulators * 8, np.float32)
+        f(x, w, out)
+        want = x.reshape(steps, accumulators).T @ w.reshape(steps, 8)
+        np.testing.assert_allclose(out, want.ravel(), rtol=1e-5)

@@ -60,9 +60,8 @@ PARALLEL_MIN_ELEMENTS = 1 << 15   # below, one core finishes the loop in about t
 
 
 def vector_registers(cfg: Any) -> int:
-    """Architectural vector registers: 32 with 64-byte vectors (AVX-512's zmm0-31), else 16
-    (AVX2/SSE's ymm/xmm0-15)."""
-    return 32 if cpu_facts(cfg).vector_bytes >= 64 else 16
+    """Architectural vector registers of the target (`CpuFacts.vector_registers`)."""
+    return cpu_facts(cfg).vector_registers
 
 
 def accumulators(cfg: Any) -> int:
