@@ -44,7 +44,7 @@ from .llvm_transpose import emit_store_run
 HEAP_THRESHOLD = 64 * 1024      # bytes: bigger "local" buffers go to the heap (thread stacks are small)
 ALIGN = 64
 REGISTER_FILE_BYTES = 32 * 64   # AVX-512's vector registers: the most a register tile can hold
-FLATTENED_EXTENT = 8            # a loop this short LLVM's unroller flattens (a kernel row of taps)
+FLATTENED_UPDATES = 64          # vector updates of a loop that LLVM's O3 flattens (~4 instructions each)
 
 __all__ = ["NUM_THREADS_SYMBOL", "LLVMCodegen", "emit_module", "entry_symbol", "status_error"]
 
@@ -414,13 +414,17 @@ class LLVMCodegen:
 
     def _llvm_may_unroll(self, start: ir.Value | int, stop: ir.Value | int, body: Stmt) -> bool:
         """False for the reduction loop of a register tile of at least half the vector registers
-        in accumulators, unless it is short enough (FLATTENED_EXTENT) for LLVM to flatten it.
-        LLVM partially unrolls a longer one, and its scheduler then hoists the loads of the
-        second copy above the first's multiply-adds: with 16 registers a 9-accumulator tile
-        spilled 3 of them, each step's update passing through the stack (Zen 3, a 9-column conv
-        tile: 78 -> 111-122 GFLOP/s not unrolled)."""
-        short = isinstance(start, int) and isinstance(stop, int) and stop - start <= FLATTENED_EXTENT
-        return short or h.tile_updates(body) < self.vector_registers // 2
+        in accumulators, unless LLVM flattens it (at most FLATTENED_UPDATES vector updates in all:
+        a row of 3 taps, whose copies then share the input columns they read). LLVM unrolls a
+        longer one partially (2 copies, 7 steps as 3 x 2 and a remainder), and its scheduler
+        hoists the second copy's loads above the first's multiply-adds: with 16 registers a 9-
+        or 11-accumulator tile spilled, each update passing through the stack (Zen 3, default
+        configs: 289 -> 375 at 9x9, 32 steps of 9 columns, 78 -> 118-120 GFLOP/s; a 7 -> 37
+        stem at 109x109, 7 taps of 11 columns, 90 -> 137)."""
+        updates = h.tile_updates(body)
+        steps = stop - start if isinstance(start, int) and isinstance(stop, int) else None
+        flattened = steps is not None and steps * updates <= FLATTENED_UPDATES
+        return flattened or updates < self.vector_registers // 2
 
     def _allocate(self, s: Allocate) -> None:
         buf = s.buffer

@@ -270,8 +270,9 @@ def register_tile(accumulators: int, steps: int) -> PrimFunc:
 def test_llvm_does_not_unroll_the_reduction_loop_of_a_register_tile_of_half_the_registers():
     """LLVM partially unrolls a long reduction loop, and then hoists the second copy's loads
     above the first's multiply-adds: with 16 registers a 9-accumulator tile spilled 3 of them.
-    The loop of a tile of at least half the registers carries llvm.loop.unroll.disable; a short
-    loop (LLVM flattens it) and a small tile keep the unroller; results match numpy either way."""
+    The loop of a tile of at least half the registers carries llvm.loop.unroll.disable; a loop of
+    few updates in all (LLVM flattens it) and a small tile keep the unroller; results match numpy
+    either way."""
     triple, layout = jit.triple_and_layout()
 
     def marked(func: PrimFunc, registers: int) -> bool:
@@ -282,8 +283,9 @@ def test_llvm_does_not_unroll_the_reduction_loop_of_a_register_tile_of_half_the_
     assert not marked(register_tile(9, 32), 32)          # AVX-512: 9 of 32 registers
     assert marked(register_tile(16, 32), 32)
     assert not marked(register_tile(7, 32), 16)
-    assert not marked(register_tile(9, 8), 16)           # flattened by LLVM: its copies share loads
-    for accumulators, steps in ((9, 32), (9, 8), (7, 33)):
+    assert marked(register_tile(11, 7), 16)              # a row of 7 taps: unrolled 3 x 2 and a remainder
+    assert not marked(register_tile(9, 3), 16)           # flattened by LLVM: its copies share loads
+    for accumulators, steps in ((9, 32), (11, 7), (9, 3), (7, 33)):
         f = build_module(register_tile(accumulators, steps))
         x, w = rng.random(steps * accumulators, np.float32), rng.random(steps * 8, np.float32)
         out = np.zeros(accumulators * 8, np.float32)
