@@ -2,8 +2,9 @@
 
 Around it: llvm_abi.py (the kernel's signature, status codes and globals, as its caller sees
 them), llvm_access.py (which way a vector index reads memory), llvm_helpers.py (types, loops,
-arithmetic, memory access), llvm_math.py (inline exp, log,
-tanh, ...) and llvm_parallel.py (PARALLEL loops outlined for libgomp's `GOMP_parallel`).
+arithmetic, memory access), llvm_loop_hints.py (the loops LLVM's vectorizer and unroller leave
+alone), llvm_math.py (inline exp, log, tanh, ...) and llvm_parallel.py (PARALLEL loops outlined
+for libgomp's `GOMP_parallel`).
 """
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ from . import llvm_helpers as h
 from .llvm_abi import NUM_THREADS_SYMBOL, define_heap_table, entry_symbol, status_error
 from .llvm_access import is_contiguous, is_short_stride, rising_window, short_spread
 from .llvm_helpers import I32, PTR, VOID
+from .llvm_loop_hints import llvm_may_unroll, periodic_vars
 from .llvm_math import INLINE
 from .llvm_parallel import emit_parallel_for, warn_serial_once
 from .llvm_transpose import emit_store_run
@@ -44,7 +46,6 @@ from .llvm_transpose import emit_store_run
 HEAP_THRESHOLD = 64 * 1024      # bytes: bigger "local" buffers go to the heap (thread stacks are small)
 ALIGN = 64
 REGISTER_FILE_BYTES = 32 * 64   # AVX-512's vector registers: the most a register tile can hold
-FLATTENED_UPDATES = 64          # vector updates of a loop that LLVM's O3 flattens (~4 instructions each)
 
 __all__ = ["NUM_THREADS_SYMBOL", "LLVMCodegen", "emit_module", "entry_symbol", "status_error"]
 
@@ -75,7 +76,7 @@ class LLVMCodegen:
     a tile) is one masked access of the next power of two, not the 8 + 4 + 2 pieces, each its
     own load and insert, that LLVM splits it into (it may not widen a load past its lanes).
     `vector_registers`: the target's, which decide the loops LLVM's unroller leaves alone
-    (`_llvm_may_unroll`)."""
+    (`llvm_loop_hints.llvm_may_unroll`)."""
 
     def __init__(self, func: PrimFunc, parallel: bool = True, masked_tails: bool = False,
                  vector_registers: int = 16):
@@ -84,7 +85,7 @@ class LLVMCodegen:
         self.masked_tails = masked_tails
         self.vector_registers = vector_registers
         self.accumulated = h.accumulated_buffers(func.body)
-        self.periodic = h.periodic_vars(func.body)      # loops over these stay away from LLVM's vectorizer
+        self.periodic = periodic_vars(func.body)      # loops over these stay away from LLVM's vectorizer
         self.module = ir.Module(name=func.name)
         self.scope: _Scope
         self._nsw = False
@@ -404,27 +405,13 @@ class LLVMCodegen:
 
     def serial_loop(self, var: Var, start, stop, body: Stmt) -> None:
         llvm_vectorize = var not in self.periodic
-        llvm_unroll = self._llvm_may_unroll(start, stop, body)
+        llvm_unroll = llvm_may_unroll(start, stop, body, self.vector_registers)
         with h.for_range(self.b, start, stop, name=var.name, llvm_vectorize=llvm_vectorize,
                          llvm_unroll=llvm_unroll) as i, \
-                _bound(self.scope.vars, var, i):
+                h.bound(self.scope.vars, var, i):
             self.scope.loop_depth += 1
             self.stmt(body)
             self.scope.loop_depth -= 1
-
-    def _llvm_may_unroll(self, start: ir.Value | int, stop: ir.Value | int, body: Stmt) -> bool:
-        """False for the reduction loop of a register tile of at least half the vector registers
-        in accumulators, unless LLVM flattens it (at most FLATTENED_UPDATES vector updates in all:
-        a row of 3 taps, whose copies then share the input columns they read). LLVM unrolls a
-        longer one partially (2 copies, 7 steps as 3 x 2 and a remainder), and its scheduler
-        hoists the second copy's loads above the first's multiply-adds: with 16 registers a 9-
-        or 11-accumulator tile spilled, each update passing through the stack (Zen 3, default
-        configs: 289 -> 375 at 9x9, 32 steps of 9 columns, 78 -> 118-120 GFLOP/s; a 7 -> 37
-        stem at 109x109, 7 taps of 11 columns, 90 -> 137)."""
-        updates = h.tile_updates(body)
-        steps = stop - start if isinstance(start, int) and isinstance(stop, int) else None
-        flattened = steps is not None and steps * updates <= FLATTENED_UPDATES
-        return flattened or updates < self.vector_registers // 2
 
     def _allocate(self, s: Allocate) -> None:
         buf = s.buffer
@@ -435,7 +422,7 @@ class LLVMCodegen:
         b, scope = self.b, self.scope
         if buf.scope == "local" and nbytes <= HEAP_THRESHOLD:
             ptr = h.alloca_once(b, h.memory_type(buf.dtype), max(buf.size, 1), name=buf.name, align=ALIGN)
-            with _bound(scope.bufs, buf, ptr):
+            with h.bound(scope.bufs, buf, ptr):
                 self.stmt(s.body)
             return
         hoist = scope.loop_depth > 0
@@ -450,7 +437,7 @@ class LLVMCodegen:
         self.fail_if(b.icmp_unsigned("==", ptr, ir.Constant(PTR, None)), ir.Constant(I32, len(self._heap_table)))
         if not hoist:
             scope.live_heap.append(ptr)
-        with _bound(scope.bufs, buf, ptr):
+        with h.bound(scope.bufs, buf, ptr):
             self.stmt(s.body)
         if not hoist:
             scope.live_heap.pop()
@@ -471,7 +458,7 @@ class LLVMCodegen:
                 self.stmt(s.else_case)
 
     def _let(self, s: Let) -> None:
-        with _bound(self.scope.vars, s.var, self.expr(s.value)):
+        with h.bound(self.scope.vars, s.var, self.expr(s.value)):
             self.stmt(s.body)
 
     def _prefetch(self, s: Prefetch) -> None:
@@ -493,20 +480,6 @@ class LLVMCodegen:
         Seq: _seq, Store: _store, For: _for, Allocate: _allocate, IfThenElse: _if, Let: _let,
         Evaluate: _evaluate, Prefetch: _prefetch,
     }
-
-
-@contextlib.contextmanager
-def _bound(table: dict, key, value):
-    """table[key] = value for the extent of a `with`, then any outer binding again."""
-    saved = table.get(key)
-    table[key] = value
-    try:
-        yield
-    finally:
-        if saved is None:
-            del table[key]
-        else:
-            table[key] = saved
 
 
 def emit_module(func: PrimFunc, parallel: bool = True, triple: str = "",

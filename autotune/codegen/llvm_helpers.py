@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
-from typing import cast
 
 from llvmlite import ir
 
 from ..dtype import dtype_info
 from ..ir.functor import structural_equal, walk
-from ..ir.nodes import Evaluate, Load, Prefetch, Seq, Stmt, Store
-from ..te.expr import Binary, BinOp, Const, Var
+from ..ir.nodes import Load, Stmt, Store
+from ..te.expr import BinOp
 
 I1 = ir.IntType(1)
 I8 = ir.IntType(8)
@@ -165,27 +164,18 @@ def for_range(builder: ir.IRBuilder, start: ir.Value | int, stop: ir.Value | int
     builder.position_at_end(end)
 
 
-def periodic_vars(body: Stmt) -> set[Var]:
-    """The variables of `body` that address memory modulo or divided by a power of two.
-
-    LLVM 22's loop vectorizer takes such a periodic access, as B[4*jo + f % 4] in loop f, for a
-    consecutive one and loads the wrong elements (a minimal case is in tests/codegen/test_llvm.py):
-    loops over these variables are kept away from it. autotune's own vectorize is unaffected.
-    Read once per function: the walk per loop cost a fifth of a conv kernel's codegen.
-    """
-    found: set[Var] = set()
-
-    def periodic(n: object) -> None:
-        if (isinstance(n, Binary) and n.op in (BinOp.FLOORMOD, BinOp.FLOORDIV) and isinstance(n.b, Const)
-                and (c := cast(int, n.b.value)) > 1 and c & (c - 1) == 0):
-            walk(n.a, lambda x: found.add(x) if type(x) is Var else None)
-
-    def visit(n: object) -> None:
-        if isinstance(n, (Load, Store)):
-            walk(n.index, periodic)
-
-    walk(body, visit)
-    return found
+@contextlib.contextmanager
+def bound(table: dict, key, value) -> Iterator[None]:
+    """table[key] = value for the extent of a `with`, then any outer binding again."""
+    saved = table.get(key)
+    table[key] = value
+    try:
+        yield
+    finally:
+        if saved is None:
+            del table[key]
+        else:
+            table[key] = saved
 
 
 # ---- arithmetic --------------------------------------------------------------------------------
@@ -330,19 +320,6 @@ def reads_itself(store: Store) -> bool:
     walk(store.value, lambda e: found.append(True) if type(e) is Load and e.buffer is store.buffer
          and structural_equal(e.index, store.index) else None)
     return bool(found)
-
-
-def tile_updates(body: Stmt) -> int:
-    """The vectors that straight-line `body` updates in place (each store reads the element it
-    writes): a register tile's accumulators, when `body` is the step of its reduction loop. 0 when
-    `body` holds a loop or a branch."""
-    updates = 0
-    for stmt in body.stmts if isinstance(body, Seq) else (body,):
-        if isinstance(stmt, Store):
-            updates += int(stmt.index.lanes > 1 and reads_itself(stmt))
-        elif not isinstance(stmt, (Prefetch, Evaluate)):
-            return 0
-    return updates
 
 
 def _padded_lanes(count: int, masked_tails: bool) -> int:
