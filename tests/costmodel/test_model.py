@@ -194,23 +194,52 @@ def _real_dataset(seed: int = 0) -> list[dict]:
     return items
 
 
-def test_real_matmul_timings_rank_heldout(monkeypatch):
+def _out_of_fold(X: np.ndarray, thr: np.ndarray, groups: np.ndarray, folds: int = 4) -> np.ndarray:
+    """Each config's score from a model trained on the other folds (each workload spread evenly)."""
+    rng = np.random.default_rng(1)
+    fold = np.empty(thr.size, dtype=int)
+    for key in dict.fromkeys(groups.tolist()):
+        rows = rng.permutation(np.flatnonzero(groups == key))
+        fold[rows] = np.arange(rows.size) % folds
+    pred = np.empty(thr.size)
+    for f in range(folds):
+        train = fold != f
+        model = XGBCostModel("rank", seed=0).fit(X[train], thr[train], groups[train])
+        pred[~train] = model.predict(X[~train])
+    return pred
+
+
+def _decisive_pairs_ordered(pred: np.ndarray, thr: np.ndarray, groups: np.ndarray,
+                            ratio: float = 1.5) -> tuple[float, int]:
+    """Fraction of same-workload pairs at least `ratio` apart in speed that `pred` orders right.
+
+    Timing noise on a shared machine reorders near-ties but not a 1.5x gap, so this measures the
+    model, not the machine's load. Chance is 0.5.
+    """
+    right = total = 0
+    for i in range(thr.size):
+        for j in range(thr.size):
+            if groups[i] == groups[j] and thr[i] >= ratio * thr[j]:
+                total += 1
+                right += int(pred[i] > pred[j])
+    return right / total, total
+
+
+def test_real_matmul_timings_rank_out_of_fold(monkeypatch):
     # Timed on one thread: on a shared 2-core machine a parallel kernel waits a whole scheduler
     # time slice for a descheduled thread (every call ~30 ms), which buries the schedule's effect.
+    # Scored out of fold over all 40 configs, within each workload (the order the tuner uses):
+    # a held-out 5 per workload, pooled across workloads, scored 0.26-0.54 from run to run.
     monkeypatch.setenv("AUTOTUNE_NUM_THREADS", "1")
     items = _real_dataset()
     X = np.stack([it["features"] for it in items])
     thr = np.array([it["flops"] / min(it["passes"]) for it in items])
     groups = np.array([it["workload"] for it in items])
-    rng = np.random.default_rng(1)
-    held = np.concatenate([rng.choice(np.flatnonzero(groups == w), 5, replace=False)
-                           for w in ("matmul_128", "matmul_256")])
-    train = np.setdiff1d(np.arange(len(items)), held)
-    model = XGBCostModel("rank", seed=0).fit(X[train], thr[train], groups[train])
-    pred = model.predict(X[held])
-    norm = normalise(thr[held], groups[held])
-    pooled = spearman(pred, norm)
-    per_workload = group_spearman(pred, thr[held], groups[held])
-    print(f"\nreal matmul: train {train.size}, held-out {held.size}: pooled Spearman {pooled:.3f}, "
-          f"per-workload {per_workload:.3f}, top-3 recall {top_k_recall(pred, norm, 3):.2f}")
-    assert pooled > 0.3
+    pred = _out_of_fold(X, thr, groups)
+    per_workload = group_spearman(pred, thr, groups)
+    ordered, pairs = _decisive_pairs_ordered(pred, thr, groups)
+    print(f"\nreal matmul, 4-fold: per-workload Spearman {per_workload:.3f}, "
+          f"{ordered:.2f} of {pairs} pairs 1.5x apart ordered")
+    assert pairs >= 50
+    assert per_workload > 0.6
+    assert ordered > 0.8
