@@ -48,4 +48,4 @@ def row(C, F, L, K, stride=1, dilation=1, groups=1):
     (row(256, 256, 501, 7), "nchwc"),
 ])
 def test_the_default_rule(geometry, first):
-    assert row_algorithms(geometry, 1, 16, True)[0] == first
+    assert row_algorithms(geometry, 1, 16, 32, True)[0] == first

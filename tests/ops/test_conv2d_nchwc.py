@@ -191,6 +191,24 @@ AVX512 = "llvm -mcpu=x -features=avx2,avx512f,fma -cores=2"
 AVX2 = "llvm -mcpu=x -features=avx2,fma -cores=2"
 
 
+@pytest.mark.parametrize("C, F, H, KH, stride, avx2, avx512", [
+    (1024, 256, 14, 1, 1, "gemm", "nchwc"),     # 1x1: 16 registers hold a two-vector tile of 6 positions
+    (300, 700, 25, 1, 2, "gemm", "nchwc"),      # ... strided too
+    (389, 181, 41, 3, 2, "gemm", "nchwc"),      # 181 filters: one-vector blocks, a broadcast per multiply-add
+    (100, 150, 60, 3, 2, "gemm", "nchwc"),
+    (256, 256, 28, 3, 2, "nchwc", "nchwc"),     # 3x3, two-vector blocks: level, so blocked
+    (512, 2048, 7, 1, 1, "nchwc", "nchwc"),     # 49 pixels pad the GEMM's panels
+    (9, 31, 213, 7, 2, "nchwc", "nchwc"),       # im2col gathers 49 taps of 9 channels for 31 filters each
+])
+def test_with_16_registers_the_gemm_leads_1x1_convs_and_those_of_one_vector_blocks(C, F, H, KH, stride, avx2,
+                                                                                      avx512):
+    for key, first in ((AVX2, avx2), (AVX512, avx512)):
+        task = autotune.create_task("conv2d", N=1, C=C, H=H, W=H, F=F, KH=KH, KW=KH, stride=stride,
+                                    padding=KH // 2, target=Target.from_key(key))
+        task.set_constant_inputs((1,))
+        assert task.config(task.default_index)["algorithm"].val == first, key
+
+
 @pytest.mark.usefixtures("rule_caches")
 @pytest.mark.parametrize("target, C, F, OW, KH, want", [
     # 64 filters >= 4 x 16 lanes: two vectors of channels; 14 of 56 columns: 28 accumulators, 2 weight

@@ -64,6 +64,23 @@ layer's arithmetic and data volumes:
               pixels in 64 columns): every padded column costs a column of multiply-adds, and the
               blocked kernel's rows have no tail (Zen 4, blocked against GEMM at 7x7, x faster:
               160->960 1.14, 960->160 1.04, 960->320 1.10, 320->1280 1.22, 64->384 1.05)
+              And on a target whose blocked tile two vectors wide holds fewer than
+              BLOCKED_TILE_POSITIONS output positions (16 registers: 6; 32: 14), for convs of one
+              group whose GEMM panels do not pad (as above), whose im2col gathers each input for
+              F >= 1/IM2COL_SHARE multiply-adds, and that are 1x1 or whose blocked default tile is
+              one vector wide (oc_bn's rule, `conv2d_nchwc_knobs`: 2L blocks would pad F), which
+              broadcasts an input per multiply-add: the GEMM's micro-kernel runs two vectors wide
+              along the flattened pixels, with no tile tail per row. Zen 3 (AVX2), 2 threads,
+              constant weights, GEMM against blocked in turns (x faster): 1x1, 1024->256 at 14x14
+              1.36, 1024->512 1.21, 256->1024 1.27, 640->320 at 13x13 1.23, 768->768 at 12x12
+              1.21; stride 2, 256->512 at 56x56 1.08, 512->1024 at 28x28 1.14, 300->700 at 25x25
+              1.35; one-vector blocks, 3x3: 389->181 stride 2 at 41x41 1.41, 373->167 at 11x11
+              1.14, 289->375 at 9x9 1.35, 100->150 stride 2 at 60x60 1.39. Left blocked: 3x3 of
+              two-vector blocks, level (128->128 stride 2 at 56x56 1.12, 256->256 stride 2 at 28x28
+              1.08, 256->256 at 14x14 0.97, 512->512 at 10x10 0.94, 333->333 at 15x15 0.93, 64->128
+              stride 2 at 100x100 0.86, 5x5 96->256 at 27x27 0.91); 7x7 images (512->2048 0.78,
+              160->960 0.80, 960->320 0.84, but 461->419 3x3 1.33); few filters (9->31 7x7 stride
+              2 at 213x213 0.58, 7->37 0.65, 3->64 0.84, 41->69 5x5 at 13x13 0.98)
   "nchwc"     blocked channels, vectorised along output channels: every output column is a
               full vector whatever the image width
   "gemm"      im2col panels through the matmul micro-kernel (when not placed above); last for
@@ -131,7 +148,14 @@ from ...topi import conv as topi_conv
 from ...topi.conv import ConvGeometry, Epilogue
 from ..schedule import Schedule
 from ..task import count_flop, template
-from . import conv2d_gemm as gemm, conv2d_nchw as nchw, conv2d_nchwc as nchwc, conv2d_winograd as winograd, rules
+from . import (
+    conv2d_gemm as gemm,
+    conv2d_nchw as nchw,
+    conv2d_nchwc as nchwc,
+    conv2d_nchwc_knobs as nchwc_knobs,
+    conv2d_winograd as winograd,
+    rules,
+)
 
 ALGORITHMS: dict[str, ModuleType] = {"winograd": winograd, "nchwc": nchwc, "gemm": gemm, "nchw": nchw}
 WINOGRAD_SAVING = 2.0
@@ -139,6 +163,8 @@ POINTWISE_GEMM_SHARE = 0.006
 POINTWISE_GEMM_PIXELS = 256
 STRIDED_POINTWISE_TRANSPOSES = 0.02
 BLOCKED_DEPTHWISE_TAPS = 49
+BLOCKED_TILE_POSITIONS = 8      # a two-vector blocked tile of fewer positions lets the GEMM lead more layers
+IM2COL_SHARE = 0.01             # im2col's gathered inputs per multiply-add (1/F) the GEMM's lead allows
 
 
 def conv2d_nchw(X: te.Tensor, Wt: te.Tensor, stride: Any, padding: Any, name: str = "Y") -> tuple[te.Tensor, te.Tensor]:
@@ -159,9 +185,10 @@ def nchw_geometry(op: str, N: int, C: int, H: int, W: int, F: int, KH: int, KW: 
     return topi_conv.conv_geometry(op, C, F, (H, W), (KH, KW), stride, padding, dilation, groups)
 
 
-def algorithm_order(g: ConvGeometry, N: int, vec: int, constant_weights: bool = False) -> list[str]:
+def algorithm_order(g: ConvGeometry, N: int, vec: int, registers: int, constant_weights: bool = False) -> list[str]:
     """The algorithms that apply to this layer, the default rule's pick first (module docstring),
-    on a target of `vec` lanes; with `constant_weights` no weight repack costs anything per call."""
+    on a target of `vec` lanes and `registers` vector registers; with `constant_weights` no weight
+    repack costs anything per call."""
     names = [name for name, module in ALGORITHMS.items() if module.APPLIES(g)]
     if "winograd" in names and (winograd.multiply_saving(g, N) < WINOGRAD_SAVING or winograd.few_tiles(g, N, vec)
                                 or winograd.few_channels(g, vec)):
@@ -177,9 +204,21 @@ def algorithm_order(g: ConvGeometry, N: int, vec: int, constant_weights: bool = 
         return gemm_ + others if pointwise else others + gemm_
     weights = g.out_channels * g.in_channels // g.groups * g.kernel[0] * g.kernel[1]
     heavy_weights = not constant_weights and weights > N * g.in_channels * g.spatial[0] * g.spatial[1]
-    if "gemm" in names and names[0] != "winograd" and (heavy_weights or pointwise):
+    if "gemm" in names and ((names[0] != "winograd" and (heavy_weights or pointwise))
+                            or (names[0] == "nchwc" and _gemm_tile_wider(g, vec, registers))):
         names.insert(0, names.pop(names.index("gemm")))
     return names
+
+
+def _gemm_tile_wider(g: ConvGeometry, vec: int, registers: int) -> bool:
+    """Where a blocked tile two vectors wide holds fewer than BLOCKED_TILE_POSITIONS positions
+    (16 registers), a conv of one group whose GEMM panels do not pad, whose im2col gathers an
+    input for F >= 1/IM2COL_SHARE multiply-adds, and that is 1x1 or whose blocked default tile
+    is one vector wide, broadcasting an input per multiply-add (module docstring)."""
+    if (g.groups != 1 or nchwc_knobs.register_tile_positions(registers, 2) >= BLOCKED_TILE_POSITIONS
+            or g.out_channels * IM2COL_SHARE < 1 or gemm.pads_panels(g, vec)):
+        return False
+    return g.kernel == (1, 1) or nchwc_knobs.default_tile(g, vec, registers)[0] <= vec
 
 
 def _few_channels(g: ConvGeometry, vec: int) -> bool:
@@ -212,7 +251,7 @@ def _strided_pointwise(g: ConvGeometry) -> bool:
 def define_algorithms(cfg: Any, g: ConvGeometry, N: int, dtype: str) -> None:
     """The "algorithm" knob over the algorithms that apply (the default rule's pick first), then
     each one's knobs, read only under it."""
-    names = algorithm_order(g, N, rules.lanes(cfg, dtype), rules.constant_input(cfg, 1))
+    names = algorithm_order(g, N, rules.lanes(cfg, dtype), rules.vector_registers(cfg), rules.constant_input(cfg, 1))
     define_algorithm_knobs(cfg, g, N, dtype, names, absent="nchw")
 
 

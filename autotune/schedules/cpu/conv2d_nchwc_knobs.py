@@ -177,15 +177,20 @@ def _pick_oc(g: ConvGeometry, L: int, options: list[int]) -> int:
     return max([v for v in options if v <= want] or [min(options)])
 
 
-def _tile_positions(cfg: Any, g: ConvGeometry, oc_bn: int, L: int) -> int:
+def _tile_positions(registers: int, g: ConvGeometry, oc_bn: int, L: int) -> int:
     """Output positions (rows x columns) per register tile: their oc_bn/L accumulator vectors each
     leave registers for the oc_bn/L weight vectors and one broadcast input; for a depthwise conv
     whose taps share input columns, also an input vector live per position (the unrolled kernel
     row: `_unroll_kw`)."""
-    registers = vector_registers(cfg)
     vectors = -(-oc_bn // L)
     if _unrolled_depthwise(g):
         return max(1, (registers - vectors) // (vectors + 1))
+    return register_tile_positions(registers, vectors)
+
+
+def register_tile_positions(registers: int, vectors: int) -> int:
+    """Output positions of a tile `vectors` wide: accumulators that leave a register per weight
+    vector and one for the broadcast input."""
     return max(1, (registers - vectors - 1) // vectors)
 
 
@@ -216,19 +221,9 @@ def define_knobs(cfg: Any, g: ConvGeometry, N: int, dtype: str, when: tuple[str,
     of that block."""
     L, (OH, OW) = lanes(cfg, dtype), g.out
     oc_options = _oc_options(g, L, out_block)
-    oc_bn = _pick_oc(g, L, oc_options)
-    budget = _tile_positions(cfg, g, oc_bn, L)
+    oc_bn, budget, reg_n = default_tile(g, L, vector_registers(cfg), out_block)
     columns, rows = _capped(_COLUMNS, OW), _capped(_ROWS, OH)
-    reg_n = _pick_columns(OW, budget, columns, 8 if _unrolled_depthwise(g) else 4)
     few_channels = per_group(g)[0] < L          # ic_bn 1, and whole row tiles only (oh_bn's rule)
-    two_rows = OH % 2 == 0 if few_channels else OH > 1
-    if not g.depthwise and OW % reg_n and budget < OW < 2 * budget and two_rows:  # one tile and a tail
-        one_vector = _tile_positions(cfg, g, L, L)
-        if budget // 2 < MIN_TILE_COLUMNS and oc_bn > L and L in oc_options and one_vector >= OW:
-            oc_bn, budget = L, one_vector           # 16 registers: one-vector blocks, a whole row a tile
-            reg_n = _pick_columns(OW, budget, columns)
-        else:
-            reg_n = _pick_columns(OW, budget // 2, columns)
     oh_bn = max(v for v in rows if (v * reg_n <= budget and (OH % v == 0 or not few_channels)) or v == 1)
     cfg.define_knob("nchwc_oc_bn", first(oc_bn, oc_options), when=when)
     ic_bn = 1
@@ -249,6 +244,23 @@ def define_knobs(cfg: Any, g: ConvGeometry, N: int, dtype: str, when: tuple[str,
         options = _block_rows_options(OH)
         rows_default = _pick_block_rows(cfg, g, N, oc_bn, oh_bn, dtype, options)
         cfg.define_knob("nchwc_block_rows", first(rows_default, [0, *options]), when=when, absent=0)
+
+
+def default_tile(g: ConvGeometry, L: int, registers: int, out_block: int = 0) -> tuple[int, int, int]:
+    """(oc_bn, positions, reg_n) of the default register tile on a target of `registers` vector
+    registers: oc_bn's and reg_n's rules (module docstring)."""
+    (OH, OW), oc_options = g.out, _oc_options(g, L, out_block)
+    oc_bn = _pick_oc(g, L, oc_options)
+    budget = _tile_positions(registers, g, oc_bn, L)
+    columns = _capped(_COLUMNS, OW)
+    reg_n = _pick_columns(OW, budget, columns, 8 if _unrolled_depthwise(g) else 4)
+    two_rows = OH % 2 == 0 if per_group(g)[0] < L else OH > 1
+    if not g.depthwise and OW % reg_n and budget < OW < 2 * budget and two_rows:  # one tile and a tail
+        one_vector = _tile_positions(registers, g, L, L)
+        if budget // 2 < MIN_TILE_COLUMNS and oc_bn > L and L in oc_options and one_vector >= OW:
+            return L, one_vector, _pick_columns(OW, one_vector, columns)   # 16 registers: a row a tile
+        reg_n = _pick_columns(OW, budget // 2, columns)
+    return oc_bn, budget, reg_n
 
 
 def _unroll_kw(cfg: Any, g: ConvGeometry, ic_bn: int, oc_bn: int, oh_bn: int, reg_n: int, L: int) -> bool:
