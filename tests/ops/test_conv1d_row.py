@@ -49,3 +49,12 @@ def row(C, F, L, K, stride=1, dilation=1, groups=1):
 ])
 def test_the_default_rule(geometry, first):
     assert row_algorithms(geometry, 1, 16, 32, True)[0] == first
+
+
+@pytest.mark.parametrize("geometry, first", [
+    (row(64, 104, 2000, 5), "nchwc"),     # one-vector blocks, but one long row: no row tails for the GEMM to save
+    (row(96, 152, 1200, 5), "nchwc"),
+    (row(256, 360, 500, 1), "gemm"),      # 1x1 on 16 registers: the GEMM (conv2d's rule)
+])
+def test_the_default_rule_with_16_registers(geometry, first):
+    assert row_algorithms(geometry, 1, 8, 16, True)[0] == first
