@@ -66,26 +66,26 @@ layer's arithmetic and data volumes:
               160->960 1.14, 960->160 1.04, 960->320 1.10, 320->1280 1.22, 64->384 1.05)
               And on a target whose blocked tile two vectors wide holds fewer than
               BLOCKED_TILE_POSITIONS output positions (16 registers: 6; 32: 14), for convs of one
-              group whose GEMM panels do not pad (as above), whose im2col gathers each input for
-              F >= 1/IM2COL_SHARE multiply-adds, and that are 1x1 or, on images of more than one
-              row, whose blocked default tile is one vector wide (oc_bn's rule,
-              `conv2d_nchwc_knobs`: 2L blocks would pad F), which broadcasts an input per
-              multiply-add: the GEMM's micro-kernel runs two vectors wide along the flattened
-              pixels, with no tile tail per row (a conv1d's one long row has none to lose: one-
-              vector rows, GEMM against blocked, 64->104 k5 over 2000 0.84, k3 0.94, 96->152 k5
-              over 1200 0.87, but 128->200 k3 over 1000 1.11; 1x1 256->360 over 500 1.32). Zen 3
-              (AVX2), 2 threads, weights transformed once (as in a model), calls bound, GEMM
-              against blocked in turns (x faster): 1x1, 1024->256 at 14x14 1.01, 1024->512 1.02, 256->1024 1.01, 640->320
-              at 13x13 1.22, 768->768 at 12x12 1.05, 512->1000 at 15x15 1.24; stride 2, 256->512
-              at 56x56 1.04, 512->1024 at 28x28 1.05, 300->700 at 25x25 1.19; one-vector blocks,
-              3x3: 389->181 stride 2 at 41x41 1.24-1.30, 150->227 stride 2 at 57x57 1.62, 100->150
-              stride 2 at 60x60 1.52, 96->181 stride 2 at 35x35 1.16, 373->167 at 11x11 1.05, but
-              289->375 at 9x9 0.90; 5x5 and 7x7, 96->200 at 27x27 1.03, 128->168 at 33x33 1.00,
-              64->136 7x7 at 20x20 1.27. Left blocked: 3x3 of two-vector blocks (128->128 stride 2 at
-              56x56 0.95, 256->256 stride 2 at 28x28 0.90, 200->301 stride 2 at 33x33 0.97,
-              300->171 stride 2 at 29x29 0.92, 256->256 at 14x14 0.86); 7x7 images (0.63-0.81 on
-              ResNet-50's and MobileNet-V2's, 461->419 3x3 1.03); few filters (9->31 7x7 stride 2
-              at 213x213 0.55, 7->37 0.70, 3->64 0.80, 41->69 5x5 at 13x13 0.85)
+              group whose GEMM panels do not pad (as above), whose im2col gathers each input for F
+              >= 1/IM2COL_SHARE multiply-adds, and that are 1x1 or, on images of more than one row,
+              whose blocked default tile is one vector wide (oc_bn's rule, `conv2d_nchwc_knobs`: 2L
+              blocks would pad F), which broadcasts an input per multiply-add: the GEMM's
+              micro-kernel runs two vectors wide along the flattened pixels, with no tile tail per
+              row (a conv1d's one long row has none to lose: one-vector rows, GEMM against blocked,
+              64->104 k5 over 2000 0.84, k3 0.94, 96->152 k5 over 1200 0.87, but 128->200 k3 over
+              1000 1.11; 1x1 256->360 over 500 1.32). Zen 3 (AVX2), 2 threads, weights transformed
+              once (as in a model), calls bound, GEMM against blocked in turns (x faster): 1x1,
+              1024->256 at 14x14 1.01, 1024->512 1.02, 256->1024 1.01, 640->320 at 13x13 1.22,
+              768->768 at 12x12 1.05, 512->1000 at 15x15 1.24; stride 2, 256->512 at 56x56 1.04,
+              512->1024 at 28x28 1.05, 300->700 at 25x25 1.19; one-vector blocks, 3x3: 389->181
+              stride 2 at 41x41 1.24-1.30, 150->227 stride 2 at 57x57 1.62, 100->150 stride 2 at
+              60x60 1.52, 96->181 stride 2 at 35x35 1.16, 373->167 at 11x11 1.05, but 289->375 at
+              9x9 0.90; 5x5 and 7x7, 96->200 at 27x27 1.03, 128->168 at 33x33 1.00, 64->136 7x7 at
+              20x20 1.27. Left blocked: 3x3 of two-vector blocks (128->128 stride 2 at 56x56 0.95,
+              256->256 stride 2 at 28x28 0.90, 200->301 stride 2 at 33x33 0.97, 300->171 stride 2 at
+              29x29 0.92, 256->256 at 14x14 0.86); 7x7 images (0.63-0.81 on ResNet-50's and
+              MobileNet-V2's, 461->419 3x3 1.03); few filters (9->31 7x7 stride 2 at 213x213 0.55,
+              7->37 0.70, 3->64 0.80, 41->69 5x5 at 13x13 0.85)
   "nchwc"     blocked channels, vectorised along output channels: every output column is a
               full vector whatever the image width
   "gemm"      im2col panels through the matmul micro-kernel (when not placed above); last for
