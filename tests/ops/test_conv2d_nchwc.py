@@ -282,7 +282,9 @@ def test_grouped_blocks_are_at_most_a_vector_or_whole_vectors(target, lanes, C, 
     # 256 x 9 x 32 weights per output block overflow the L1: 7 rows x 14 x 32 accumulators fit its half
     (256, 256, 14, 3, 7),
     (64, 64, 56, 3, 2),             # 2 rows of 56 (3 would not divide 56)
-    (512, 512, 7, 3, 0),            # 2-row tiles: 7 rows would end in a tail tile
+    (512, 512, 7, 3, 7),            # 2-row tiles: the block's tail tile is the 7-row image's own
+    (512, 512, 21, 3, 0),           # 7-row blocks of 2-row tiles would each end in a tail tile, and
+                                    # the whole 21-row image overflows half the L1
     (3, 64, 112, 7, 0),             # an RGB 7x7 stem's 3 x 49 x 32 weights fit half the L1
 ])
 def test_block_rows_rule(C, F, OW, KH, want):

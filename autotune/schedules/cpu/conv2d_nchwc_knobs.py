@@ -114,12 +114,18 @@ registers of the target (32 with AVX-512, else 16):
              overflow half the L1, every tile of an oh_bn-row block streams them from L2; with
              the ic blocks outside the tiles, each ic block's weights (sized by ic_bn's rule to
              half the L1) are read from L1 by every tile of the block. The most rows, a divisor
-             of OH and two or more whole row tiles (a tail tile costs what the reuse saves),
-             whose accumulators (rows x OW x oc_bn) fit the other half of the L1 while the
-             blocks still give every core CHUNKS_PER_CORE; 0 when none does (ResNet-18's
-             256-channel 14x14 layer, 2 threads, weights cold: 0.82 / 1.48 ms at the 5th
-             percentile / median with 7 rows against 0.92 / 1.57 without; its 7x7 layer with
-             7 rows of 2-row tiles 1.01 against 0.98). Not for depthwise convs
+             of OH and two or more whole row tiles, whose accumulators (rows x OW x oc_bn) fit
+             the other half of the L1 while the blocks still give every core CHUNKS_PER_CORE; 0
+             when none does (ResNet-18's 256-channel 14x14 layer, 2 threads, weights cold: 0.82
+             / 1.48 ms at the 5th percentile / median with 7 rows against 0.92 / 1.57 without).
+             A block ending in a tail tile adds a tail per block, unless the block is the whole
+             image: its tail is the image's own, there with or without the block (7x7 images of
+             2-row tiles, Zen 3 (AVX2), 2 threads, weights hot, x onnxruntime, 0 / 7 rows, runs
+             in turns: 2048 -> 512 1x1 0.75-0.77 / 0.82-0.84, 2048 -> 1000 1x1 0.76 / 0.85, 1536
+             -> 384 1x1 0.81 / 0.87, 576 -> 160 1x1 0.87-0.96 / 0.96-0.98, 960 -> 320 1x1
+             0.66-0.89 / 0.86-0.88, 3x3 461 -> 419 0.86-1.07 / 1.11-1.33, 300 -> 300 0.63 / 0.75;
+             3x3 512 -> 512 0.80-0.93 / 0.82-0.93, as ResNet-18's at 7x7 on AVX-512, 0.98 / 1.01
+             ms: level). Not for depthwise convs
 """
 from __future__ import annotations
 
@@ -291,4 +297,5 @@ def _pick_block_rows(cfg: Any, g: ConvGeometry, N: int, oc_bn: int, oh_bn: int, 
         return (rows * OW * oc_bn * nbytes <= facts.l1d_bytes // 2
                 and blocks * -(-OH // rows) >= CHUNKS_PER_CORE * facts.cores)
 
-    return max([r for r in options if OH % r == 0 and r % oh_bn == 0 and r >= 2 * oh_bn and fits(r)] or [0])
+    return max([r for r in options if OH % r == 0 and (r % oh_bn == 0 or r == OH) and r >= 2 * oh_bn
+                and fits(r)] or [0])
