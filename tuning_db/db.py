@@ -324,14 +324,16 @@ class TuningDB:
     # -- reading -----------------------------------------------------------------------------
 
     def best(self, workload_key: str, target_key: str) -> Record | None:
-        """The ok record of lowest cost (ties: the earliest), or None if there is none."""
+        """The ok record of lowest cost (ties: the earliest), or None if there is none. The rows are
+        read a few at a time and the unread rest closed at once (on PostgreSQL a server-side cursor,
+        which the garbage collector would otherwise close, with a ResourceWarning)."""
         stmt = (select(RecordRow)
                 .where(RecordRow.workload_id == key_id(WorkloadRow, workload_key),
                        RecordRow.target_id == key_id(TargetRow, target_key),
                        RecordRow.cost > 0, RecordRow.error_kind == "ok")
                 .order_by(RecordRow.cost, RecordRow.id).execution_options(yield_per=8))
-        with self._reading() as session:
-            return next(self._valid_records((row, workload_key, target_key) for row in session.scalars(stmt)), None)
+        with self._reading() as session, session.scalars(stmt) as rows:
+            return next(self._valid_records((row, workload_key, target_key) for row in rows), None)
 
     def records(self, workload_key: str | None = None, target_key: str | None = None, ok_only: bool = False,
                 limit: int | None = None) -> list[Record]:

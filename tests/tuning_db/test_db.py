@@ -3,6 +3,7 @@ JSONL exchange, compaction, and the failures users hit with TVM's logs (concurre
 writers, wrong or foreign files, readonly readers)."""
 from __future__ import annotations
 
+import gc
 import json
 import math
 import multiprocessing
@@ -12,6 +13,7 @@ import sqlite3
 import sys
 import threading
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -56,6 +58,17 @@ def test_best_is_the_lowest_ok_cost_per_target(db):
     only_errors = start(db, workload="relu(N=3)float32", op="relu")
     db.add_records(only_errors, [record(-1, workload="relu(N=3)float32")])
     assert db.best("relu(N=3)float32", TARGET) is None
+
+
+def test_best_closes_the_rows_it_leaves_unread(db):
+    """best() reads a few rows of many; the rest is closed at once, not by the garbage collector
+    (on PostgreSQL a server-side cursor, whose finaliser then warns)."""
+    db.add_records(start(db), [record(i) for i in range(1, 40)])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert db.best(WORKLOAD, TARGET).config_index == 1
+        gc.collect()
+    assert [w for w in caught if issubclass(w.category, ResourceWarning)] == []
 
 
 def test_records_filters_and_measured_indices(db):

@@ -121,14 +121,16 @@ def test_a_file_written_before_alembic_gets_exactly_todays_schema(tmp_path):
     with sqlite3.connect(path) as raw:
         raw.executescript(LEGACY.read_text())
     raw.close()
-    count = len(TuningDB(path, readonly=True).records())
+    with TuningDB(path, readonly=True) as reader:
+        count = len(reader.records())
     TuningDB(path).close()
     assert facts(str(path))[:2] == (HEAD, str(SCHEMA_VERSION))
     engine = engine_of(str(path))
     with engine.connect() as conn:
         assert compare_metadata(MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE}), Base.metadata) == []
     engine.dispose()
-    assert len(TuningDB(path, readonly=True).records()) == count > 0
+    with TuningDB(path, readonly=True) as reader:
+        assert len(reader.records()) == count > 0
 
 
 def test_a_revision_from_a_newer_library_is_read_but_not_written(location):
