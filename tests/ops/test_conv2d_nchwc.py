@@ -225,6 +225,11 @@ def test_with_16_registers_the_gemm_leads_1x1_convs_and_those_of_one_vector_bloc
     (AVX512, 128, 128, 34, 5, dict(nchwc_reg_n=14, nchwc_oh_bn=1)),
     # AVX2, 16 registers: oc 16 = two ymm vectors leave (16 - 3) / 2 = 6 positions; 6 does not divide 56, 4 does
     (AVX2, 64, 64, 56, 3, dict(nchwc_oc_bn=16, nchwc_reg_n=4, nchwc_oh_bn=1)),
+    # 7 columns, 16 registers: two rows of 7 one-vector positions, not 2 x 2 positions of two vectors...
+    (AVX2, 512, 512, 7, 3, dict(nchwc_oc_bn=8, nchwc_reg_n=7, nchwc_oh_bn=2, nchwc_block_rows=7)),
+    # ... unless each 8-channel block would re-read from L3 an input (4096 x 9 x 9 floats) that
+    # overflows half the L2: blocks of two vectors, 4 columns a tile (half the re-reads)
+    (AVX2, 4096, 512, 7, 3, dict(nchwc_oc_bn=16, nchwc_reg_n=4, nchwc_oh_bn=1, nchwc_block_rows=7)),
     # F capped: 5 filters are one block of 8, 12 one of 16 (a power of two, its tail zero); fewer input
     # channels than a vector: blocks of 1
     (AVX512, 3, 5, 9, 3, dict(nchwc_oc_bn=8, nchwc_ic_bn=1)), (AVX512, 32, 12, 56, 3, dict(nchwc_oc_bn=16)),

@@ -56,6 +56,13 @@ registers of the target (32 with AVX-512, else 16):
              1.08-1.16, 960 -> 160 0.76-0.78 / 0.85-0.86; lost: 320 -> 1280 0.80-0.82 / 0.75,
              576 -> 160 0.83-0.85 / 0.75-0.80; level within the runs' spread: 2048 -> 512, 160
              -> 960, 960 -> 320. AVX-512's budget (14) never halves below 4 columns.
+             Unless the input one output block reads (C/G x the rows and columns the conv
+             reads) overflows half a core's L2: every oc block then re-reads it from L3, and 2L
+             blocks of MIN_TILE_COLUMNS columns (7 columns: a tail of 3) halve the re-reads (Zen
+             3, x onnxruntime, in turns, L x 7 x 2 rows / 2L x 4, both with the whole-image
+             block: 2048 -> 512 1x1 at 7x7 0.81-0.82 / 0.89-0.91, 2048 -> 1000 0.84 / 0.89, 1536
+             -> 384 0.87 / 0.90; 3x3 stride 2 to 7x7, 512 -> 512 0.85 / 0.88, 1024 -> 256 0.82 /
+             0.87; inputs that fit: 3x3 at 7x7, 512 -> 512 0.82 / 0.80, 461 -> 419 1.09 / 1.08).
              A depthwise conv whose taps share input columns (stride_w < KW <= 8) keeps an input
              vector live per position as well, so that its kernel row unrolls (unroll_kw):
              positions <= (R - oc_bn/L) / (oc_bn/L + 1), 15 with AVX-512 (Zen 5, 2 threads, x
@@ -134,7 +141,7 @@ from typing import Any
 
 from ...dtype import dtype_info
 from ...topi.conv import ConvGeometry
-from .rules import CHUNKS_PER_CORE, cpu_facts, first, lanes, vector_registers
+from .rules import CHUNKS_PER_CORE, cpu_facts, first, l2_elements, lanes, vector_registers
 
 MAX_UNROLLED_FMAS = 256     # vector multiply-adds of an unrolled kernel row (unroll_kw's rule)
 MAX_UNROLLED_KW = 8         # the longest kernel row unroll_kw's rule unrolls
@@ -227,7 +234,7 @@ def define_knobs(cfg: Any, g: ConvGeometry, N: int, dtype: str, when: tuple[str,
     of that block."""
     L, (OH, OW) = lanes(cfg, dtype), g.out
     oc_options = _oc_options(g, L, out_block)
-    oc_bn, budget, reg_n = default_tile(g, L, vector_registers(cfg), out_block)
+    oc_bn, budget, reg_n = default_tile(g, L, vector_registers(cfg), l2_elements(cfg, dtype), out_block)
     columns, rows = _capped(_COLUMNS, OW), _capped(_ROWS, OH)
     few_channels = per_group(g)[0] < L          # ic_bn 1, and whole row tiles only (oh_bn's rule)
     oh_bn = max(v for v in rows if (v * reg_n <= budget and (OH % v == 0 or not few_channels)) or v == 1)
@@ -252,9 +259,10 @@ def define_knobs(cfg: Any, g: ConvGeometry, N: int, dtype: str, when: tuple[str,
         cfg.define_knob("nchwc_block_rows", first(rows_default, [0, *options]), when=when, absent=0)
 
 
-def default_tile(g: ConvGeometry, L: int, registers: int, out_block: int = 0) -> tuple[int, int, int]:
+def default_tile(g: ConvGeometry, L: int, registers: int, l2_elements: int,
+                 out_block: int = 0) -> tuple[int, int, int]:
     """(oc_bn, positions, reg_n) of the default register tile on a target of `registers` vector
-    registers: oc_bn's and reg_n's rules (module docstring)."""
+    registers and an L2 of `l2_elements` per core: oc_bn's and reg_n's rules (module docstring)."""
     (OH, OW), oc_options = g.out, _oc_options(g, L, out_block)
     oc_bn = _pick_oc(g, L, oc_options)
     budget = _tile_positions(registers, g, oc_bn, L)
@@ -264,9 +272,20 @@ def default_tile(g: ConvGeometry, L: int, registers: int, out_block: int = 0) ->
     if not g.depthwise and OW % reg_n and budget < OW < 2 * budget and two_rows:  # one tile and a tail
         one_vector = _tile_positions(registers, g, L, L)
         if budget // 2 < MIN_TILE_COLUMNS and oc_bn > L and L in oc_options and one_vector >= OW:
+            if input_elements(g) > l2_elements // 2:       # re-read per output block: fewer, wider blocks
+                return oc_bn, budget, MIN_TILE_COLUMNS
             return L, one_vector, _pick_columns(OW, one_vector, columns)   # 16 registers: a row a tile
         reg_n = _pick_columns(OW, budget // 2, columns)
     return oc_bn, budget, reg_n
+
+
+def input_elements(g: ConvGeometry) -> int:
+    """The input elements one output-channel block reads: its group's channels x the rows and
+    columns the conv reads (along a 1-wide kernel axis with a stride, every stride-th)."""
+    def read(out: int, k: int, stride: int, dilation: int) -> int:
+        return out if k == 1 else (out - 1) * stride + (k - 1) * dilation + 1
+    rows, cols = (read(o, k, s, d) for o, k, s, d in zip(g.out, g.kernel, g.stride, g.dilation))
+    return per_group(g)[0] * rows * cols
 
 
 def _unroll_kw(cfg: Any, g: ConvGeometry, ic_bn: int, oc_bn: int, oh_bn: int, reg_n: int, L: int) -> bool:

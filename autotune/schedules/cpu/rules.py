@@ -32,6 +32,11 @@ def lanes(cfg: Any, dtype: str) -> int:
     return cpu_facts(cfg).lanes(dtype_info(dtype).bytes)
 
 
+def l2_elements(cfg: Any, dtype: str) -> int:
+    """Elements of `dtype` that one core's L2 holds."""
+    return cpu_facts(cfg).l2_bytes // dtype_info(dtype).bytes
+
+
 def first(chosen: Any, others: Sequence[Any]) -> list[Any]:
     """`chosen` (the rule's pick) followed by the other values in their given order."""
     return [chosen, *[v for v in others if v != chosen]]
