@@ -60,9 +60,10 @@ registers of the target (32 with AVX-512, else 16):
              reads) overflows half a core's L2: every oc block then re-reads it from L3, and 2L
              blocks of MIN_TILE_COLUMNS columns (7 columns: a tail of 3) halve the re-reads (Zen
              3, x onnxruntime, in turns, L x 7 x 2 rows / 2L x 4, both with the whole-image
-             block: 2048 -> 512 1x1 at 7x7 0.81-0.82 / 0.89-0.91, 2048 -> 1000 0.84 / 0.89, 1536
-             -> 384 0.87 / 0.90; 3x3 stride 2 to 7x7, 512 -> 512 0.85 / 0.88, 1024 -> 256 0.82 /
-             0.87; inputs that fit: 3x3 at 7x7, 512 -> 512 0.82 / 0.80, 461 -> 419 1.09 / 1.08).
+             block: 2048 -> 512 1x1 at 7x7 0.81-0.84 / 0.89-0.91, 1536 -> 384 0.85-0.87 / 0.90;
+             3x3 stride 2 to 7x7, 512 -> 512 0.82-0.85 / 0.87-0.88, 1024 -> 256 0.82-0.84 /
+             0.87-0.90; inputs that fit: 3x3 at 7x7, 512 -> 512 0.82 / 0.80, 461 -> 419 1.09 /
+             1.08).
              A depthwise conv whose taps share input columns (stride_w < KW <= 8) keeps an input
              vector live per position as well, so that its kernel row unrolls (unroll_kw):
              positions <= (R - oc_bn/L) / (oc_bn/L + 1), 15 with AVX-512 (Zen 5, 2 threads, x
