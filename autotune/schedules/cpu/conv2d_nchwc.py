@@ -42,7 +42,7 @@ from ... import te
 from ...dtype import dtype_info
 from ...topi.conv import ConvGeometry, Epilogue, Finish
 from ..schedule import Schedule
-from .conv2d_nchwc_knobs import define_knobs as define_knobs, per_group
+from .conv2d_nchwc_knobs import define_knobs as define_knobs, packed_extent, per_group, read_extent, subsampled
 from .rules import lanes
 
 MIN_GROUP_VECTOR = 8
@@ -58,34 +58,19 @@ APPLIES = applies
 
 
 # ---- computes -----------------------------------------------------------------------------------
-def _read_extent(g: ConvGeometry, axis: int) -> int:
-    """Rows (axis 0) or columns (axis 1) of the padded input the conv reads."""
-    return (g.out[axis] - 1) * g.stride[axis] + (g.kernel[axis] - 1) * g.dilation[axis] + 1
-
-
-def _subsampled(g: ConvGeometry, axis: int) -> bool:
-    """A kernel one pixel wide along `axis` with a stride reads every stride-th pixel only: the
-    repack keeps just those (a 1x1 stride-2 conv's repack of every pixel cost 4x its reads)."""
-    return g.kernel[axis] == 1 and g.stride[axis] > 1
-
-
 def _spatial(g: ConvGeometry, axis: int, i: Any, size: int) -> tuple[Any, list[Any]]:
     """The input pixel data_vec's position i maps to along `axis` (of extent `size` in X), and
     the conditions for it to be inside X (outside: zero padding)."""
-    step, pad = (g.stride[axis] if _subsampled(g, axis) else 1), g.pad_before[axis]
+    step, pad = (g.stride[axis] if subsampled(g, axis) else 1), g.pad_before[axis]
     src = i * step if step > 1 else i
     src = src - pad if pad else src
-    last = (_packed_extent(g, axis) - 1) * step - pad
+    last = (packed_extent(g, axis) - 1) * step - pad
     return src, ([src >= 0] if pad else []) + ([src < size] if last >= size else [])
-
-
-def _packed_extent(g: ConvGeometry, axis: int) -> int:
-    return g.out[axis] if _subsampled(g, axis) else _read_extent(g, axis)
 
 
 def _packed_steps(g: ConvGeometry) -> tuple[int, int]:
     """The strides at which the conv reads a repacked data_vec."""
-    return (1 if _subsampled(g, 0) else g.stride[0], 1 if _subsampled(g, 1) else g.stride[1])
+    return (1 if subsampled(g, 0) else g.stride[0], 1 if subsampled(g, 1) else g.stride[1])
 
 
 def pack_data(X: te.Tensor, g: ConvGeometry, ic_bn: int) -> tuple[te.Tensor, tuple[int, int]]:
@@ -104,7 +89,7 @@ def pack_data(X: te.Tensor, g: ConvGeometry, ic_bn: int) -> tuple[te.Tensor, tup
         value = X[n, c, row, col]
         return te.if_then_else(te.all(*inside), value, zero) if inside else value
 
-    shape = (N, groups * CB, _packed_extent(g, 0), _packed_extent(g, 1), ic_bn)
+    shape = (N, groups * CB, packed_extent(g, 0), packed_extent(g, 1), ic_bn)
     return te.compute(shape, elem, name="data_vec"), _packed_steps(g)
 
 
@@ -113,7 +98,7 @@ def pad_blocked(X: te.Tensor, g: ConvGeometry, ic_bn: int) -> tuple[te.Tensor, t
     zero-padded spatially: a copy of whole vectors, no transpose. X itself when there is nothing
     to pad or re-block (the conv then reads X in place, at its strides)."""
     N, _, H, W, b = X.shape
-    if ic_bn == b and not any(g.pad_before) and _read_extent(g, 0) <= H and _read_extent(g, 1) <= W:
+    if ic_bn == b and not any(g.pad_before) and read_extent(g, 0) <= H and read_extent(g, 1) <= W:
         return X, (g.stride[0], g.stride[1])
     k, zero = b // ic_bn, te.const(0, X.dtype)
 
@@ -123,7 +108,7 @@ def pad_blocked(X: te.Tensor, g: ConvGeometry, ic_bn: int) -> tuple[te.Tensor, t
         value = X[n, c_block, row, col, c]
         return te.if_then_else(te.all(*row_in, *col_in), value, zero) if row_in + col_in else value
 
-    shape = (N, X.shape[1] * k, _packed_extent(g, 0), _packed_extent(g, 1), ic_bn)
+    shape = (N, X.shape[1] * k, packed_extent(g, 0), packed_extent(g, 1), ic_bn)
     return te.compute(shape, elem, name="data_vec"), _packed_steps(g)
 
 

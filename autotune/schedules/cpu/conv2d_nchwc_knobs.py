@@ -161,6 +161,22 @@ def per_group(g: ConvGeometry) -> tuple[int, int]:
     return g.in_channels // g.groups, g.out_channels // g.groups
 
 
+def read_extent(g: ConvGeometry, axis: int) -> int:
+    """Rows (axis 0) or columns (axis 1) of the padded input the conv reads."""
+    return (g.out[axis] - 1) * g.stride[axis] + (g.kernel[axis] - 1) * g.dilation[axis] + 1
+
+
+def subsampled(g: ConvGeometry, axis: int) -> bool:
+    """A kernel one pixel wide along `axis` with a stride reads every stride-th pixel only: the
+    repack keeps just those (a 1x1 stride-2 conv's repack of every pixel cost 4x its reads)."""
+    return g.kernel[axis] == 1 and g.stride[axis] > 1
+
+
+def packed_extent(g: ConvGeometry, axis: int) -> int:
+    """Rows or columns of the repacked input (data_vec): what the conv reads, or every stride-th."""
+    return g.out[axis] if subsampled(g, axis) else read_extent(g, axis)
+
+
 def _blocked_channels(g: ConvGeometry) -> int:
     """The output channels that oc_bn blocks: one group's, or every channel of a depthwise conv."""
     return g.out_channels if g.depthwise else per_group(g)[1]
@@ -281,12 +297,9 @@ def default_tile(g: ConvGeometry, L: int, registers: int, l2_elements: int,
 
 
 def input_elements(g: ConvGeometry) -> int:
-    """The input elements one output-channel block reads: its group's channels x the rows and
-    columns the conv reads (along a 1-wide kernel axis with a stride, every stride-th)."""
-    def read(out: int, k: int, stride: int, dilation: int) -> int:
-        return out if k == 1 else (out - 1) * stride + (k - 1) * dilation + 1
-    rows, cols = (read(o, k, s, d) for o, k, s, d in zip(g.out, g.kernel, g.stride, g.dilation))
-    return per_group(g)[0] * rows * cols
+    """The input elements one output-channel block reads: its group's channels x the repacked
+    plane (`packed_extent`)."""
+    return per_group(g)[0] * packed_extent(g, 0) * packed_extent(g, 1)
 
 
 def _unroll_kw(cfg: Any, g: ConvGeometry, ic_bn: int, oc_bn: int, oh_bn: int, reg_n: int, L: int) -> bool:
