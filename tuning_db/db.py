@@ -324,9 +324,8 @@ class TuningDB:
     # -- reading -----------------------------------------------------------------------------
 
     def best(self, workload_key: str, target_key: str) -> Record | None:
-        """The ok record of lowest cost (ties: the earliest), or None if there is none. The rows are
-        read a few at a time and the unread rest closed at once (on PostgreSQL a server-side cursor,
-        which the garbage collector would otherwise close, with a ResourceWarning)."""
+        """The ok record of lowest cost (ties: the earliest), or None if there is none; the unread rows
+        closed at once (on PostgreSQL a server-side cursor, else closed late with a ResourceWarning)."""
         stmt = (select(RecordRow)
                 .where(RecordRow.workload_id == key_id(WorkloadRow, workload_key),
                        RecordRow.target_id == key_id(TargetRow, target_key),
