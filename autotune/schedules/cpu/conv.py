@@ -23,16 +23,16 @@ from .conv2d import ALGORITHMS, algorithm_order, conv2d_nchw_schedule, define_al
 from .conv2d_nchw import place_pad
 from .matmul import matmul_body
 from .rules import (
+    VectorTarget,
     ascending_first,
     constant_input,
     cpu_facts,
     enough_chunks,
     first,
-    l2_elements,
     lanes,
     largest_fitting,
     register_tile,
-    vector_registers,
+    vector_target,
 )
 
 ROW = "row."                          # conv1d: the prefix of its knobs as a conv2d of one row
@@ -103,8 +103,7 @@ def conv1d_template(cfg, N: int, C: int, L: int, F: int, K: int, stride: Any, pa
     row = topi_conv.conv_geometry("conv1d", C, F, (1, L), (1, K), (1, *g.stride),
                                   (0, *g.pad_before, 0, *g.pad_after), (1, *g.dilation), groups)
     sub = KnobScope(cfg, ROW)
-    methods = row_algorithms(row, N, lanes(cfg, dtype), vector_registers(cfg), l2_elements(cfg, dtype),
-                             constant_input(cfg, 1))
+    methods = row_algorithms(row, N, vector_target(cfg, dtype), constant_input(cfg, 1))
     define_algorithm_knobs(sub, row, N, dtype, [*methods, "ncw"], absent="ncw")
     ncw = (ROW + "algorithm", ("ncw",))
     tx, tf, _ = register_tile(cfg, dtype, F, CONV1D_X, CONV1D_F, (1,))
@@ -140,8 +139,7 @@ def conv1d_template(cfg, N: int, C: int, L: int, F: int, K: int, stride: Any, pa
     return s, [X, Wt, Y]
 
 
-def row_algorithms(row: ConvGeometry, N: int, vec: int, registers: int, l2_elements: int,
-                   constant_weights: bool) -> list[str]:
+def row_algorithms(row: ConvGeometry, N: int, target: VectorTarget, constant_weights: bool) -> list[str]:
     """The conv2d algorithms for a conv1d as one image row, the default first: conv2d's rule
     (`algorithm_order`), but the GEMM first where it applies and the conv is strided (the
     blocked conv reads its single row through the stride) or its channels per group are not
@@ -154,8 +152,8 @@ def row_algorithms(row: ConvGeometry, N: int, vec: int, registers: int, l2_eleme
     128 k3 over 777 1.16 / 0.90, 256 -> 256 k7 1.14 / 0.94, 64 -> 128 k5 1.18 / 0.91, but
     96 -> 96 k7 over 2048 0.83 / 0.96. "ncw", last, ran best on 96 -> 96 k7 (1.13), 24 -> 48
     k5 over 3001 (1.03) and 40 -> 80 k3 dilation 2 over 5000 (0.99): no rule for it yet."""
-    names = algorithm_order(row, N, vec, registers, l2_elements, constant_weights)
-    partial_blocks = (row.in_channels // row.groups) % vec != 0
+    names = algorithm_order(row, N, target, constant_weights)
+    partial_blocks = (row.in_channels // row.groups) % target.lanes != 0
     if "gemm" in names and (row.stride[1] > 1 or partial_blocks):
         names.insert(0, names.pop(names.index("gemm")))
     return names

@@ -190,11 +190,11 @@ def nchw_geometry(op: str, N: int, C: int, H: int, W: int, F: int, KH: int, KW: 
     return topi_conv.conv_geometry(op, C, F, (H, W), (KH, KW), stride, padding, dilation, groups)
 
 
-def algorithm_order(g: ConvGeometry, N: int, vec: int, registers: int, l2_elements: int,
+def algorithm_order(g: ConvGeometry, N: int, target: rules.VectorTarget,
                     constant_weights: bool = False) -> list[str]:
     """The algorithms that apply to this layer, the default rule's pick first (module docstring),
-    on a target of `vec` lanes, `registers` vector registers and an L2 of `l2_elements` per core;
-    with `constant_weights` no weight repack costs anything per call."""
+    on `target`; with `constant_weights` no weight repack costs anything per call."""
+    vec = target.lanes
     names = [name for name, module in ALGORITHMS.items() if module.APPLIES(g)]
     if "winograd" in names and (winograd.multiply_saving(g, N) < WINOGRAD_SAVING or winograd.few_tiles(g, N, vec)
                                 or winograd.few_channels(g, vec)):
@@ -211,21 +211,21 @@ def algorithm_order(g: ConvGeometry, N: int, vec: int, registers: int, l2_elemen
     weights = g.out_channels * g.in_channels // g.groups * g.kernel[0] * g.kernel[1]
     heavy_weights = not constant_weights and weights > N * g.in_channels * g.spatial[0] * g.spatial[1]
     if "gemm" in names and ((names[0] != "winograd" and (heavy_weights or pointwise))
-                            or (names[0] == "nchwc" and _gemm_tile_wider(g, vec, registers, l2_elements))):
+                            or (names[0] == "nchwc" and _gemm_tile_wider(g, target))):
         names.insert(0, names.pop(names.index("gemm")))
     return names
 
 
-def _gemm_tile_wider(g: ConvGeometry, vec: int, registers: int, l2_elements: int) -> bool:
+def _gemm_tile_wider(g: ConvGeometry, target: rules.VectorTarget) -> bool:
     """Where a blocked tile two vectors wide holds fewer than BLOCKED_TILE_POSITIONS positions
     (16 registers), a conv of one group whose GEMM panels do not pad, whose im2col gathers an
     input for F >= 1/IM2COL_SHARE multiply-adds, and that is 1x1 or, on an image of more than
     one row, whose blocked default tile is one vector wide, broadcasting an input per
     multiply-add (module docstring)."""
-    if (g.groups != 1 or nchwc_knobs.register_tile_positions(registers, 2) >= BLOCKED_TILE_POSITIONS
-            or g.out_channels * IM2COL_SHARE < 1 or gemm.pads_panels(g, vec)):
+    if (g.groups != 1 or nchwc_knobs.register_tile_positions(target.registers, 2) >= BLOCKED_TILE_POSITIONS
+            or g.out_channels * IM2COL_SHARE < 1 or gemm.pads_panels(g, target.lanes)):
         return False
-    return g.kernel == (1, 1) or (g.out[0] > 1 and nchwc_knobs.default_tile(g, vec, registers, l2_elements)[0] <= vec)
+    return g.kernel == (1, 1) or (g.out[0] > 1 and nchwc_knobs.default_tile(g, target)[0] <= target.lanes)
 
 
 def _few_channels(g: ConvGeometry, vec: int) -> bool:
@@ -258,8 +258,7 @@ def _strided_pointwise(g: ConvGeometry) -> bool:
 def define_algorithms(cfg: Any, g: ConvGeometry, N: int, dtype: str) -> None:
     """The "algorithm" knob over the algorithms that apply (the default rule's pick first), then
     each one's knobs, read only under it."""
-    names = algorithm_order(g, N, rules.lanes(cfg, dtype), rules.vector_registers(cfg), rules.l2_elements(cfg, dtype),
-                            rules.constant_input(cfg, 1))
+    names = algorithm_order(g, N, rules.vector_target(cfg, dtype), rules.constant_input(cfg, 1))
     define_algorithm_knobs(cfg, g, N, dtype, names, absent="nchw")
 
 

@@ -142,7 +142,7 @@ from typing import Any
 
 from ...dtype import dtype_info
 from ...topi.conv import ConvGeometry
-from .rules import CHUNKS_PER_CORE, cpu_facts, first, l2_elements, lanes, vector_registers
+from .rules import CHUNKS_PER_CORE, VectorTarget, cpu_facts, first, lanes, vector_registers, vector_target
 
 MAX_UNROLLED_FMAS = 256     # vector multiply-adds of an unrolled kernel row (unroll_kw's rule)
 MAX_UNROLLED_KW = 8         # the longest kernel row unroll_kw's rule unrolls
@@ -251,7 +251,7 @@ def define_knobs(cfg: Any, g: ConvGeometry, N: int, dtype: str, when: tuple[str,
     of that block."""
     L, (OH, OW) = lanes(cfg, dtype), g.out
     oc_options = _oc_options(g, L, out_block)
-    oc_bn, budget, reg_n = default_tile(g, L, vector_registers(cfg), l2_elements(cfg, dtype), out_block)
+    oc_bn, budget, reg_n = default_tile(g, vector_target(cfg, dtype), out_block)
     columns, rows = _capped(_COLUMNS, OW), _capped(_ROWS, OH)
     few_channels = per_group(g)[0] < L          # ic_bn 1, and whole row tiles only (oh_bn's rule)
     oh_bn = max(v for v in rows if (v * reg_n <= budget and (OH % v == 0 or not few_channels)) or v == 1)
@@ -276,10 +276,10 @@ def define_knobs(cfg: Any, g: ConvGeometry, N: int, dtype: str, when: tuple[str,
         cfg.define_knob("nchwc_block_rows", first(rows_default, [0, *options]), when=when, absent=0)
 
 
-def default_tile(g: ConvGeometry, L: int, registers: int, l2_elements: int,
-                 out_block: int = 0) -> tuple[int, int, int]:
-    """(oc_bn, positions, reg_n) of the default register tile on a target of `registers` vector
-    registers and an L2 of `l2_elements` per core: oc_bn's and reg_n's rules (module docstring)."""
+def default_tile(g: ConvGeometry, target: VectorTarget, out_block: int = 0) -> tuple[int, int, int]:
+    """(oc_bn, positions, reg_n) of the default register tile on `target`: oc_bn's and reg_n's
+    rules (module docstring)."""
+    L, registers = target.lanes, target.registers
     (OH, OW), oc_options = g.out, _oc_options(g, L, out_block)
     oc_bn = _pick_oc(g, L, oc_options)
     budget = _tile_positions(registers, g, oc_bn, L)
@@ -289,7 +289,7 @@ def default_tile(g: ConvGeometry, L: int, registers: int, l2_elements: int,
     if not g.depthwise and OW % reg_n and budget < OW < 2 * budget and two_rows:  # one tile and a tail
         one_vector = _tile_positions(registers, g, L, L)
         if budget // 2 < MIN_TILE_COLUMNS and oc_bn > L and L in oc_options and one_vector >= OW:
-            if input_elements(g) > l2_elements // 2:       # re-read per output block: fewer, wider blocks
+            if input_elements(g) > target.l2_elements // 2:       # re-read per output block: fewer, wider blocks
                 return oc_bn, budget, MIN_TILE_COLUMNS
             return L, one_vector, _pick_columns(OW, one_vector, columns)   # 16 registers: a row a tile
         reg_n = _pick_columns(OW, budget // 2, columns)

@@ -54,7 +54,7 @@ from ..space import KnobScope
 from ..task import template
 from .conv2d import ALGORITHMS, algorithm_order, define_algorithm_knobs
 from .conv2d_nchw import TILE_F, TILE_X, define_tile_knobs, place_pad, schedule_nchw, tile_rules
-from .rules import constant_input, first, l2_elements, lanes, split_first, vector_registers
+from .rules import constant_input, first, lanes, split_first, vector_target
 
 SUBPIXEL = "subpixel."       # the prefix of the sub-pixel conv's knobs
 COL2IM = "col2im"            # the method choice of knob subpixel.algorithm that runs col2im
@@ -94,8 +94,7 @@ def conv_transpose2d_template(cfg: Any, N: int, C: int, H: int, W: int, F: int, 
     Fg, Cg = F // groups, C // groups
     sub = KnobScope(cfg, SUBPIXEL)
     conv = topi.subpixel_geometry(g) if g.dilation == (1, 1) else None
-    methods = [] if conv is None else algorithm_order(conv, N, lanes(cfg, dtype), vector_registers(cfg),
-                                                       l2_elements(cfg, dtype), constant_input(cfg, 1))
+    methods = [] if conv is None else algorithm_order(conv, N, vector_target(cfg, dtype), constant_input(cfg, 1))
     col2im = "gemm" in methods and _zero_tap_share(g) >= COL2IM_ZERO_TAPS
     if col2im:
         methods.insert(0 if groups == 1 else len(methods), COL2IM)

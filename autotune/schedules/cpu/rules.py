@@ -7,7 +7,7 @@ lanes, cache sizes, cores) and keep the other values in a fixed order that no me
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from ...dtype import dtype_info
 from ...target import CpuFacts, Target
@@ -35,6 +35,19 @@ def lanes(cfg: Any, dtype: str) -> int:
 def l2_elements(cfg: Any, dtype: str) -> int:
     """Elements of `dtype` that one core's L2 holds."""
     return cpu_facts(cfg).l2_bytes // dtype_info(dtype).bytes
+
+
+class VectorTarget(NamedTuple):
+    """The target as a register tile's rule sees it for one dtype: elements per vector register,
+    architectural vector registers, and elements one core's L2 holds."""
+    lanes: int
+    registers: int
+    l2_elements: int
+
+
+def vector_target(cfg: Any, dtype: str) -> VectorTarget:
+    """The `VectorTarget` of the config space's target for `dtype`."""
+    return VectorTarget(lanes(cfg, dtype), vector_registers(cfg), l2_elements(cfg, dtype))
 
 
 def first(chosen: Any, others: Sequence[Any]) -> list[Any]:
