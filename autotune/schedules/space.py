@@ -381,16 +381,20 @@ INSTANTIATION_ERRORS: tuple[type[Exception], ...] = (InstantiationError, Schedul
 class KnobScope:
     """A config (space or entity) seen with a prefix on every knob name: one template body
     defines and reads its knobs once per stage it schedules (each product of a GEMM chain), and
-    the stages' knobs stay distinct. Everything else (`target`, ...) is the config's own."""
+    the stages' knobs stay distinct. Everything else (`target`, ...) is the config's own. A
+    condition names a knob of the scope, or with `outer_conditions` one of the config's own (a
+    variant of an algorithm, its knobs read under the config's algorithm knob)."""
 
-    def __init__(self, cfg: Any, prefix: str) -> None:
-        self.cfg, self.prefix = cfg, prefix
+    def __init__(self, cfg: Any, prefix: str, outer_conditions: bool = False) -> None:
+        self.cfg, self.prefix, self.outer_conditions = cfg, prefix, outer_conditions
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.cfg, name)
 
     def _when(self, when: Condition | None) -> Condition | None:
-        return None if when is None else (self.prefix + when[0], when[1])
+        if when is None or self.outer_conditions:
+            return when
+        return self.prefix + when[0], when[1]
 
     def define_split(self, name: str, *args: Any, when: Condition | None = None, **kwargs: Any) -> None:
         self.cfg.define_split(self.prefix + name, *args, when=self._when(when), **kwargs)

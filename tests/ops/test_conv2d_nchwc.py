@@ -56,6 +56,8 @@ CASES = [   # (op, params); each offers nchwc and nchw, some also gemm and winog
                             groups=1)),
     ("conv2d_grouped", dict(N=1, C=10, H=11, W=9, F=17, KH=1, KW=3, stride=(3, 2), padding=(1, 1, 0, 0),
                             dilation=1, groups=1)),
+    # 1x1, stride 1, no padding: also over the image as one row ("nchwc_flat"), two images
+    ("conv2d_bias_relu", dict(N=2, C=19, H=5, W=9, F=37, KH=1, KW=1, stride=1, padding=0, dilation=1, groups=1)),
 ]
 
 
@@ -79,7 +81,7 @@ def test_configs_of_each_algorithm_match_numpy(op, params, algorithm):
         conv = conv + inputs[2][None, :, None, None]
     want = np.maximum(conv, 0) if op == "conv2d_bias_relu" else conv
     rtol, atol = tolerance("float32", task.reduction, {})
-    for index in configs_of(task, algorithm, extra=2 if algorithm in ("nchwc", "nchw") else 0):
+    for index in configs_of(task, algorithm, extra=2 if algorithm in ("nchwc", "nchw", "nchwc_flat") else 0):
         got = run_config(task, index, inputs)
         np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, err_msg=f"{op} {task.config(index)}")
 
@@ -107,6 +109,37 @@ def test_a_tail_in_every_block_and_tile(knobs):
     np.testing.assert_allclose(run_config(task, index, inputs), task.reference(inputs)[0], rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("knobs", [
+    {"flat.nchwc_oc_bn": 16, "flat.nchwc_ic_bn": 8, "flat.nchwc_reg_n": 4},    # 45 pixels = 11 x 4 + 1
+    {"flat.nchwc_oc_bn": 32, "flat.nchwc_ic_bn": 4, "flat.nchwc_reg_n": 7, "flat.nchwc_block_rows": 1},
+])
+def test_a_1x1_conv_over_its_image_as_one_row_with_a_tail_in_every_block_and_tile(knobs):
+    """Tiles across the row ends of a 5 x 9 image, zero channel tails, the bias + relu epilogue
+    read back at each pixel's row and column."""
+    task = autotune.create_task("conv2d_bias_relu", N=2, C=19, H=5, W=9, F=37, KH=1, KW=1, stride=1, padding=0,
+                                dilation=1, groups=1)
+    inputs = task.make_inputs(np.random.default_rng(7))
+    index = with_knobs(task, algorithm="nchwc_flat", **knobs)
+    np.testing.assert_allclose(run_config(task, index, inputs), task.reference(inputs)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_the_flat_repack_reads_x_at_the_pixel_index():
+    """The view's divide and remainder by W recombine: X is read at a linear index."""
+    from autotune.ir.functor import walk
+    from autotune.ir.lower import lower
+    from autotune.ir.nodes import Load
+    from autotune.te.expr import Binary, BinOp
+
+    task = autotune.create_task("conv2d", N=1, C=19, H=5, W=9, F=37, KH=1, KW=1, stride=1, padding=0)
+    s, args = task.instantiate(with_knobs(task, algorithm="nchwc_flat"))
+    loads, divisions = [], []
+    walk(lower(s, args).body, lambda n: loads.append(n) if isinstance(n, Load) and n.buffer.name == "X" else None)
+    for load in loads:
+        walk(load.index, lambda n: divisions.append(n) if isinstance(n, Binary) and n.op in (
+            BinOp.FLOORDIV, BinOp.FLOORMOD) else None)
+    assert loads and not divisions, divisions
+
+
 @pytest.mark.parametrize("C, F, H, groups, want, K", [
     (64, 64, 28, 1, ["winograd", "nchwc", "gemm", "nchw"], 3),   # 3x3 stride 1: 2.4x fewer multiplies
     (64, 64, 14, 1, ["gemm", "nchwc", "nchw", "winograd"], 3),   # 16 tiles of 4x4: too few to feed on U
@@ -114,8 +147,8 @@ def test_a_tail_in_every_block_and_tile(knobs):
     (32, 64, 14, 4, ["nchwc", "nchw", "gemm"], 3),        # 16 filters per group: a full channel vector
     (32, 32, 14, 8, ["nchw", "gemm"], 3),                 # 4 filters per group: too narrow for nchwc
     (128, 128, 56, 32, ["nchw", "gemm"], 3),      # ResNeXt: a GEMM per group, narrower than its tile, last
-    (240, 240, 28, 3, ["gemm", "nchwc", "nchw"], 1),     # grouped 1x1: a GEMM per group as laid out
-    (960, 960, 7, 3, ["nchwc", "nchw", "gemm"], 1),      # ... but 49 pixels pad the GEMM's panels
+    (240, 240, 28, 3, ["gemm", "nchwc", "nchw", "nchwc_flat"], 1),   # grouped 1x1: a GEMM per group as laid out
+    (960, 960, 7, 3, ["nchwc", "nchw", "nchwc_flat", "gemm"], 1),    # ... but 49 pixels pad the GEMM's panels
     (144, 144, 14, 144, ["nchw", "nchwc"], 3),    # depthwise 3x3: the transposes would cost more than the conv
     (144, 144, 14, 144, ["nchwc", "nchw"], 7),  # depthwise 7x7: 49 multiply-adds per output pay for them
 ])
@@ -197,7 +230,7 @@ AVX2 = "llvm -mcpu=x -features=avx2,fma -cores=2"
     (389, 181, 41, 3, 2, "gemm", "nchwc"),      # 181 filters: one-vector blocks, a broadcast per multiply-add
     (100, 150, 60, 3, 2, "gemm", "nchwc"),
     (256, 256, 28, 3, 2, "nchwc", "nchwc"),     # 3x3, two-vector blocks: level, so blocked
-    (512, 2048, 7, 1, 1, "nchwc", "nchwc"),     # 49 pixels pad the GEMM's panels
+    (512, 2048, 7, 1, 1, "nchwc_flat", "nchwc"),    # 49 pixels pad the GEMM's panels: blocked
     (9, 31, 213, 7, 2, "nchwc", "nchwc"),       # im2col gathers 49 taps of 9 channels for 31 filters each
 ])
 def test_with_16_registers_the_gemm_leads_1x1_convs_and_those_of_one_vector_blocks(C, F, H, KH, stride, avx2,
@@ -205,6 +238,19 @@ def test_with_16_registers_the_gemm_leads_1x1_convs_and_those_of_one_vector_bloc
     for key, first in ((AVX2, avx2), (AVX512, avx512)):
         task = autotune.create_task("conv2d", N=1, C=C, H=H, W=H, F=F, KH=KH, KW=KH, stride=stride,
                                     padding=KH // 2, target=Target.from_key(key))
+        task.set_constant_inputs((1,))
+        assert task.config(task.default_index)["algorithm"].val == first, key
+
+
+@pytest.mark.parametrize("C, F, avx2, avx512", [
+    (512, 2048, "nchwc_flat", "nchwc"),     # AVX2: one-vector 2 x 7 tiles per image, two-vector 6-pixel tiles flat
+    (2048, 512, "nchwc_flat", "nchwc"),     # AVX2: 4 + 3 columns per row, 8 x 6 + 1 pixels flat
+    (2048, 1000, "nchwc", "nchwc"),         # 1000 filters: one-vector blocks of 7-column rows either way
+])
+def test_a_1x1_conv_runs_over_its_image_as_one_row_where_its_rows_leave_tails(C, F, avx2, avx512):
+    for key, first in ((AVX2, avx2), (AVX512, avx512)):
+        task = autotune.create_task("conv2d", N=1, C=C, H=7, W=7, F=F, KH=1, KW=1, stride=1, padding=0,
+                                    target=Target.from_key(key))
         task.set_constant_inputs((1,))
         assert task.config(task.default_index)["algorithm"].val == first, key
 

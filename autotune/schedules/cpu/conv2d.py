@@ -88,6 +88,16 @@ layer's arithmetic and data volumes:
               7->37 0.70, 3->64 0.80, 41->69 5x5 at 13x13 0.85)
   "nchwc"     blocked channels, vectorised along output channels: every output column is a
               full vector whatever the image width
+  "nchwc_flat" the same kernel over the image as one row, for 1x1 stride-1 convs without
+              padding; ahead of "nchwc" where that leads and the blocked default tile (oc_bn's and
+              reg_n's rules, `conv2d_nchwc_knobs`) of the image leaves a tail on every row, or
+              is one vector wide where the row's is two (`_flat_tile_better`): one tail per
+              image, two-vector tiles (Zen 3 (AVX2), 2 threads, weights constant, calls bound, in
+              turns, x onnxruntime, "nchwc" / flat, at 7x7: 512->2048 0.85 / 1.00, 2048->512
+              0.90 / 0.98, 576->160 1.01 / 1.18, 160->960 0.91 / 1.01, 960->160 0.95 / 1.08,
+              960->320 0.86 / 1.02, 320->1280 0.88 / 1.01). Where the tiles are alike it stays
+              behind: 2048->1000 at 7x7 has one-vector 7-column tiles either way (as a conv over a
+              1 x 49 image, 0.69 against the 7x7 image's 0.82)
   "gemm"      im2col panels through the matmul micro-kernel (when not placed above); last for
               grouped convs (not depthwise): each group is a GEMM of F/groups filter rows,
               narrower than its register tile (Zen 4, 2 threads, x onnxruntime, GEMM / NCHW:
@@ -157,12 +167,14 @@ from . import (
     conv2d_gemm as gemm,
     conv2d_nchw as nchw,
     conv2d_nchwc as nchwc,
+    conv2d_nchwc_flat as nchwc_flat,
     conv2d_nchwc_knobs as nchwc_knobs,
     conv2d_winograd as winograd,
     rules,
 )
 
-ALGORITHMS: dict[str, ModuleType] = {"winograd": winograd, "nchwc": nchwc, "gemm": gemm, "nchw": nchw}
+ALGORITHMS: dict[str, ModuleType] = {"winograd": winograd, "nchwc": nchwc, "gemm": gemm, "nchw": nchw,
+                                     "nchwc_flat": nchwc_flat}
 WINOGRAD_SAVING = 2.0
 POINTWISE_GEMM_SHARE = 0.006
 POINTWISE_GEMM_PIXELS = 256
@@ -213,7 +225,17 @@ def algorithm_order(g: ConvGeometry, N: int, target: rules.VectorTarget,
     if "gemm" in names and ((names[0] != "winograd" and (heavy_weights or pointwise))
                             or (names[0] == "nchwc" and _gemm_tile_wider(g, target))):
         names.insert(0, names.pop(names.index("gemm")))
+    if names[0] == "nchwc" and "nchwc_flat" in names and _flat_tile_better(g, target):
+        names.insert(0, names.pop(names.index("nchwc_flat")))
     return names
+
+
+def _flat_tile_better(g: ConvGeometry, target: rules.VectorTarget) -> bool:
+    """Whether the blocked default tile over the image as one row is two vectors wide where the
+    image's is one, or as wide without the image's tail on every row (module docstring)."""
+    oc_bn, _, reg_n = nchwc_knobs.default_tile(g, target)
+    flat_oc_bn, _, _ = nchwc_knobs.default_tile(nchwc_knobs.flat_geometry(g), target)
+    return flat_oc_bn > oc_bn or (flat_oc_bn == oc_bn and g.out[1] % reg_n != 0)
 
 
 def _gemm_tile_wider(g: ConvGeometry, target: rules.VectorTarget) -> bool:

@@ -42,7 +42,14 @@ from ... import te
 from ...dtype import dtype_info
 from ...topi.conv import ConvGeometry, Epilogue, Finish
 from ..schedule import Schedule
-from .conv2d_nchwc_knobs import define_knobs as define_knobs, packed_extent, per_group, read_extent, subsampled
+from .conv2d_nchwc_knobs import (
+    define_knobs as define_knobs,
+    flat_geometry,
+    packed_extent,
+    per_group,
+    read_extent,
+    subsampled,
+)
 from .rules import lanes
 
 MIN_GROUP_VECTOR = 8
@@ -161,11 +168,13 @@ def blocked_conv(D: te.Tensor, K: te.Tensor, g: ConvGeometry, oc_bn: int, steps:
 
 
 def unpack(conv: te.Tensor, g: ConvGeometry, epilogue: Epilogue | None) -> te.Tensor:
-    """The NCHW output (epilogue applied) of the blocked conv."""
-    N, oc_bn = conv.shape[0], conv.shape[-1]
+    """The NCHW output (epilogue applied) of the blocked conv; of a conv over the image as one
+    row (`flat_view`), read at y * OW + x."""
+    N, oc_bn, OW = conv.shape[0], conv.shape[-1], g.out[1]
+    flat = conv.shape[2] == 1 < g.out[0]
 
     def elem(n: Any, f: Any, y: Any, x: Any) -> Any:
-        v = conv[n, f // oc_bn, y, x, f % oc_bn]
+        v = conv[n, f // oc_bn, 0, y * OW + x, f % oc_bn] if flat else conv[n, f // oc_bn, y, x, f % oc_bn]
         return v if epilogue is None else epilogue(v, (n, f, y, x))
 
     return te.compute((N, g.out_channels, *g.out), elem, name="Y" if epilogue is None else "out")
@@ -275,21 +284,35 @@ def _schedule_packing(s: Schedule, D: te.Tensor, K: te.Tensor, vector: int) -> N
 
 
 def build(cfg: Any, X: te.Tensor, Wt: te.Tensor, g: ConvGeometry, epilogue: Epilogue | None,
-          extra: Sequence[te.Tensor], out_block: int = 0, finish: Finish | None = None) -> tuple[Schedule, te.Tensor]:
+          extra: Sequence[te.Tensor], out_block: int = 0, finish: Finish | None = None,
+          flat: bool = False) -> tuple[Schedule, te.Tensor]:
     """The conv2d of X and Wt (epilogue on the local tile) through the blocked layout; `extra`
     (the epilogue's own inputs) are read in place. X is NCHW, or blocked (5-d: N x C/b x H x W
-    x b); the output NCHW, or blocked by `out_block`."""
+    x b); the output NCHW, or blocked by `out_block`. `flat`: a 1x1 stride-1 conv without padding
+    over its image as one row (`flat_view`; NCHW in and out), the whole image one output block."""
     oc_bn = cfg["nchwc_oc_bn"].val
     ic_bn = oc_bn if g.depthwise else cfg["nchwc_ic_bn"].val
-    D, steps = pad_blocked(X, g, ic_bn) if X.ndim == 5 else pack_data(X, g, ic_bn)
+    source, conv_g = flat_view(X, g) if flat else (X, g)
+    D, steps = pad_blocked(X, g, ic_bn) if X.ndim == 5 else pack_data(source, conv_g, ic_bn)
     K = pack_depthwise_kernel(Wt, oc_bn) if g.depthwise else pack_kernel(Wt, ic_bn, oc_bn)
-    conv = blocked_conv(D, K, g, oc_bn, steps)
+    conv = blocked_conv(D, K, conv_g, oc_bn, steps)
     out = blocked_output(conv, g, epilogue, out_block) if out_block else unpack(conv, g, epilogue)
     final = finish(out) if finish else out
     s = te.create_schedule(final.op)
+    if flat:
+        s[source].compute_inline()
     _schedule_packing(s, D, K, lanes(cfg, X.dtype))
     schedule_output = _schedule_blocked_output if out_block else _schedule_output
     block_rows = 0 if g.depthwise else cfg["nchwc_block_rows"].val
-    block = schedule_output(s, out, oc_bn, block_rows or cfg["nchwc_oh_bn"].val, lanes(cfg, out.dtype))
+    rows = g.out[0] if flat else block_rows or cfg["nchwc_oh_bn"].val
+    block = schedule_output(s, out, oc_bn, rows, lanes(cfg, out.dtype))
     _schedule_conv(cfg, s, conv, K, out, block, block_rows)
     return s, final
+
+
+def flat_view(X: te.Tensor, g: ConvGeometry) -> tuple[te.Tensor, ConvGeometry]:
+    """X (N x C x H x W) as N x C x 1 x H*W, a view inlined into the repack, and the conv's
+    geometry over it (`flat_geometry`)."""
+    N, C, H, W = X.shape
+    view = te.compute((N, C, 1, H * W), lambda n, c, _, p: X[n, c, p // W, p % W], name="X_flat")
+    return view, flat_geometry(g)

@@ -133,7 +133,11 @@ registers of the target (32 with AVX-512, else 16):
              -> 384 1x1 0.81 / 0.87, 576 -> 160 1x1 0.87-0.96 / 0.96-0.98, 960 -> 320 1x1
              0.66-0.89 / 0.86-0.88, 3x3 461 -> 419 0.86-1.07 / 1.11-1.33, 300 -> 300 0.63 / 0.75;
              3x3 512 -> 512 0.80-0.93 / 0.82-0.93, as ResNet-18's at 7x7 on AVX-512, 0.98 / 1.01
-             ms: level). Not for depthwise convs
+             ms: level). An image of one row (a conv1d's, or a 1x1 conv's image as one row,
+             `flat_geometry`) is one block of that row under the same rule (1: a block of many
+             tiles; at 7x7 with 64-channel ic blocks, x onnxruntime, 0 / 1: 2048 -> 512 0.91 /
+             0.98, 576 -> 160 1.00 / 1.18, 960 -> 160 1.01 / 1.08, 960 -> 320 0.97 / 1.02).
+             Not for depthwise convs
 """
 from __future__ import annotations
 
@@ -141,7 +145,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...dtype import dtype_info
-from ...topi.conv import ConvGeometry
+from ...topi.conv import ConvGeometry, conv_geometry
 from .rules import CHUNKS_PER_CORE, VectorTarget, cpu_facts, first, lanes, vector_registers, vector_target
 
 MAX_UNROLLED_FMAS = 256     # vector multiply-adds of an unrolled kernel row (unroll_kw's rule)
@@ -296,6 +300,13 @@ def default_tile(g: ConvGeometry, target: VectorTarget, out_block: int = 0) -> t
     return oc_bn, budget, reg_n
 
 
+def flat_geometry(g: ConvGeometry) -> ConvGeometry:
+    """A 1x1 stride-1 conv without padding as the same conv over its image as one row of
+    H x W pixels: the pixels are the same, in the same order."""
+    C, F, (H, W) = g.in_channels, g.out_channels, g.spatial
+    return conv_geometry("conv2d", C, F, (1, H * W), (1, 1), 1, 0, 1, g.groups)
+
+
 def input_elements(g: ConvGeometry) -> int:
     """The input elements one output-channel block reads: its group's channels x the repacked
     plane (`packed_extent`)."""
@@ -313,7 +324,9 @@ def _unroll_kw(cfg: Any, g: ConvGeometry, ic_bn: int, oc_bn: int, oh_bn: int, re
 
 def _block_rows_options(OH: int) -> list[int]:
     """Block heights: the divisors of OH from 2 to BLOCK_ROWS' largest, and BLOCK_ROWS' values
-    below OH (a tail block where they do not divide it)."""
+    below OH (a tail block where they do not divide it); of an image of one row, that row."""
+    if OH == 1:
+        return [1]
     return sorted({d for d in range(2, min(OH, BLOCK_ROWS[-1]) + 1) if OH % d == 0}
                   | {r for r in BLOCK_ROWS if r < OH})
 
@@ -330,5 +343,5 @@ def _pick_block_rows(cfg: Any, g: ConvGeometry, N: int, oc_bn: int, oh_bn: int, 
         return (rows * OW * oc_bn * nbytes <= facts.l1d_bytes // 2
                 and blocks * -(-OH // rows) >= CHUNKS_PER_CORE * facts.cores)
 
-    return max([r for r in options if OH % r == 0 and (r % oh_bn == 0 or r == OH) and r >= 2 * oh_bn
+    return max([r for r in options if OH % r == 0 and (r % oh_bn == 0 or r == OH) and (r >= 2 * oh_bn or OH == 1)
                 and fits(r)] or [0])
