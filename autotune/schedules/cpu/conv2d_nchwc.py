@@ -167,11 +167,10 @@ def blocked_conv(D: te.Tensor, K: te.Tensor, g: ConvGeometry, oc_bn: int, steps:
     return te.compute((N, FB, *g.out, oc_bn), elem, name="conv")
 
 
-def unpack(conv: te.Tensor, g: ConvGeometry, epilogue: Epilogue | None) -> te.Tensor:
-    """The NCHW output (epilogue applied) of the blocked conv; of a conv over the image as one
-    row (`flat_view`), read at y * OW + x."""
+def unpack(conv: te.Tensor, g: ConvGeometry, epilogue: Epilogue | None, flat: bool = False) -> te.Tensor:
+    """The NCHW output (epilogue applied) of the blocked conv; `flat`: of the conv over the
+    image as one row (`flat_view`), read at y * OW + x."""
     N, oc_bn, OW = conv.shape[0], conv.shape[-1], g.out[1]
-    flat = conv.shape[2] == 1 < g.out[0]
 
     def elem(n: Any, f: Any, y: Any, x: Any) -> Any:
         v = conv[n, f // oc_bn, 0, y * OW + x, f % oc_bn] if flat else conv[n, f // oc_bn, y, x, f % oc_bn]
@@ -296,7 +295,7 @@ def build(cfg: Any, X: te.Tensor, Wt: te.Tensor, g: ConvGeometry, epilogue: Epil
     D, steps = pad_blocked(X, g, ic_bn) if X.ndim == 5 else pack_data(source, conv_g, ic_bn)
     K = pack_depthwise_kernel(Wt, oc_bn) if g.depthwise else pack_kernel(Wt, ic_bn, oc_bn)
     conv = blocked_conv(D, K, conv_g, oc_bn, steps)
-    out = blocked_output(conv, g, epilogue, out_block) if out_block else unpack(conv, g, epilogue)
+    out = blocked_output(conv, g, epilogue, out_block) if out_block else unpack(conv, g, epilogue, flat)
     final = finish(out) if finish else out
     s = te.create_schedule(final.op)
     if flat:
