@@ -123,6 +123,22 @@ def test_a_1x1_conv_over_its_image_as_one_row_with_a_tail_in_every_block_and_til
     np.testing.assert_allclose(run_config(task, index, inputs), task.reference(inputs)[0], rtol=1e-4, atol=1e-4)
 
 
+def test_the_flat_view_refuses_a_blocked_layout():
+    """The one-row view reads X as NCHW and writes NCHW: a blocked input or output is an error,
+    not a kernel that indexes the conv's one row as rows."""
+    from autotune import te
+    from autotune.schedules.cpu.conv2d_nchwc_flat import PREFIX
+    from autotune.schedules.space import KnobScope
+
+    task = autotune.create_task("conv2d", N=1, C=16, H=5, W=9, F=16, KH=1, KW=1, stride=1, padding=0)
+    cfg = task.config(with_knobs(task, algorithm="nchwc_flat"))
+    g = conv_geometry("conv2d", 16, 16, (5, 9), (1, 1), 1, 0, 1, 1)
+    X = te.placeholder((1, 2, 5, 9, 8), "float32", name="X")
+    Wt = te.placeholder((16, 16, 1, 1), "float32", name="W")
+    with pytest.raises(ValueError, match="one-row view"):
+        nchwc.build(KnobScope(cfg, PREFIX, outer_conditions=True), X, Wt, g, None, (), flat=True)
+
+
 def test_the_flat_repack_reads_x_at_the_pixel_index():
     """The view's divide and remainder by W recombine: X is read at a linear index."""
     from autotune.ir.functor import walk

@@ -289,6 +289,9 @@ def build(cfg: Any, X: te.Tensor, Wt: te.Tensor, g: ConvGeometry, epilogue: Epil
     (the epilogue's own inputs) are read in place. X is NCHW, or blocked (5-d: N x C/b x H x W
     x b); the output NCHW, or blocked by `out_block`. `flat`: a 1x1 stride-1 conv without padding
     over its image as one row (`flat_view`; NCHW in and out), the whole image one output block."""
+    if flat and (X.ndim != 4 or out_block):
+        raise ValueError("conv2d_nchwc.build: the one-row view takes NCHW in and out, "
+                         f"got X of {X.ndim} dims and out_block {out_block}")
     oc_bn = cfg["nchwc_oc_bn"].val
     ic_bn = oc_bn if g.depthwise else cfg["nchwc_ic_bn"].val
     source, conv_g = flat_view(X, g) if flat else (X, g)
