@@ -75,7 +75,8 @@ def _progress_bar(trials: int, label: str):
 
 
 def _tune_one(op: str, shape: str, dtype: str, target: str, trials: int, tuner: str, db: str | None,
-              early_stopping: int | None, seed: int | None, as_json: bool, transfer: bool, cluster: str | None) -> None:
+              early_stopping: int | None, seed: int | None, as_json: bool, transfer: bool, cluster: str | None,
+              confirm: bool) -> None:
     import autotune
     from tuning_db import TuningDB
 
@@ -92,7 +93,8 @@ def _tune_one(op: str, shape: str, dtype: str, target: str, trials: int, tuner: 
             bar.update(bar_task, completed=p.trials_done, best=p.best_gflops, errors=p.errors)
 
         result = autotune.tune(task, trials=trials, tuner=tuner, db=database, early_stopping=early_stopping,
-                               seed=seed, callbacks=[show, stop.check], transfer=transfer, cluster=cluster)
+                               seed=seed, callbacks=[show, stop.check], transfer=transfer, cluster=cluster,
+                               confirm=confirm)
     summary = {"workload": task.workload_key, "target": task.target_key, "trials": result.trials,
                "errors": result.errors, "best_config": result.best_config, "stopped_early": result.stopped_early,
                "interrupted": stop.requested, "db": str(database.url), "transferred": result.transferred}
@@ -210,7 +212,7 @@ def _show(value: Any) -> str:
 
 
 def _tune_plan(path: str, trials: int, tuner: str, db: str | None, seed: int | None, as_json: bool,
-               transfer: bool, cluster: str | None) -> None:
+               transfer: bool, cluster: str | None, confirm: bool) -> None:
     import autotune
     from tuning_db import TuningDB
 
@@ -231,7 +233,7 @@ def _tune_plan(path: str, trials: int, tuner: str, db: str | None, seed: int | N
 
         results = autotune.tune_tasks(tasks, [float(spec.get("weight", 1)) for spec in plan["tasks"]], trials,
                                       [spec.get("tuner", tuner) for spec in plan["tasks"]], db=database, seed=seed,
-                                      callbacks=[show], transfer=transfer, cluster=cluster)
+                                      callbacks=[show], transfer=transfer, cluster=cluster, confirm=confirm)
     rows: list[dict[str, Any]] = [
             {"workload": r.workload_key, "weight": float(spec.get("weight", 1)), "trials": r.trials,
              "errors": r.errors, "best_ms": r.best_seconds * 1e3 if math.isfinite(r.best_seconds) else None,
@@ -267,16 +269,18 @@ def _tune_plan(path: str, trials: int, tuner: str, db: str | None, seed: int | N
 @click.option("--seed", type=click.IntRange(0, MAX_SEED), default=None)
 @click.option("--transfer/--no-transfer", default=True, show_default=True,
               help="xgb: warm-start the cost models with the database's records of other shapes of the op.")
+@click.option("--confirm/--no-confirm", default=True, show_default=True,
+              help="Measure the best configs and the default again, interleaved, before trusting the best.")
 @CLUSTER_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable summary.")
 def tune(op: str | None, shape: str | None, plan: str | None, dtype: str, target: str, trials: int, tuner: str,
-         db: str | None, early_stopping: int | None, seed: int | None, transfer: bool, cluster: str | None,
-         as_json: bool) -> None:
+         db: str | None, early_stopping: int | None, seed: int | None, transfer: bool, confirm: bool,
+         cluster: str | None, as_json: bool) -> None:
     """Tune OP at --shape (or every task of --plan), storing every measurement in the database."""
     if plan is not None:
         if op is not None or shape is not None:
             raise CLIError("give either OP --shape ... or --plan FILE, not both")
-        return _tune_plan(plan, trials, tuner, db, seed, as_json, transfer, cluster)
+        return _tune_plan(plan, trials, tuner, db, seed, as_json, transfer, cluster, confirm)
     if op is None or shape is None:
         raise CLIError("tune needs OP and --shape (or --plan FILE)")
-    _tune_one(op, shape, dtype, target, trials, tuner, db, early_stopping, seed, as_json, transfer, cluster)
+    _tune_one(op, shape, dtype, target, trials, tuner, db, early_stopping, seed, as_json, transfer, cluster, confirm)

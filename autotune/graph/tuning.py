@@ -17,7 +17,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..schedules.task import Task, create_task
-from ..search.tuner import Progress, StopTuning, TuneResult, gflops
+from ..search.confirm import confirm_results, with_best
+from ..search.tuner import Progress, StopTuning, TuneResult
 from ..target import Target
 from .executor import onnx_frontend, prepare_graph
 from .ir import Graph
@@ -158,7 +159,7 @@ def tune_model(model: Any, trials: int = 1000, db: Any = None, target: str = "ll
         def phase(budget: int, size: int) -> list[TuneResult]:
             return tune_tasks([t.task for t in tasks], [float(t.weight) for t in tasks], budget, tuner, db=database,
                               seed=seed, callbacks=[report], measure_option=options, batch_size=size,
-                              measurer=meas, transfer=transfer)
+                              measurer=meas, transfer=transfer, confirm=False)   # confirmed below, in the budget
 
         try:
             results = phase(min(trials, len(tasks)), 1)
@@ -169,30 +170,14 @@ def tune_model(model: Any, trials: int = 1000, db: Any = None, target: str = "ll
             if out_of_time[0] or not any(r.interrupted for r in results):
                 confirm_by, end = ((None, None) if time_budget is None
                                    else (start + CONFIRM_SHARE * time_budget, start + time_budget))
-                results = _confirmed(tasks, results, database, meas.measure, confirm_by)
+                results = confirm_results([t.task for t in tasks], results, [t.weight for t in tasks], database,
+                                          meas.measure, lambda: time.monotonic() >= (confirm_by or math.inf))
                 if cluster is None and Target.parse(target).kind == "llvm":
                     results = _timed_in_model(graph, tasks, results, database, target, layout, end)
         finally:
             if measurer is None:
                 meas.close()
         return ModelTuneResult(tasks, tuple(results), time.monotonic() - start, any(r.interrupted for r in results))
-
-
-def _confirmed(tasks: Sequence[ModelTask], results: list[TuneResult], database: Any, measure: Any,
-               deadline: float | None) -> list[TuneResult]:
-    """The results after each task's confirmation round, the tasks of most weighted best time
-    first, while `deadline` (time.monotonic()) allows; each result's best read back."""
-    from ..search.confirm import confirm
-
-    by_key = {r.workload_key: r for r in results}
-    order = sorted(tasks, key=lambda t: -t.weight * by_key[t.task.workload_key].best_seconds)
-    for t in order:
-        if deadline is not None and time.monotonic() >= deadline:
-            break
-        if confirm(t.task, database, measure):
-            key = t.task.workload_key
-            by_key[key] = _with_best(by_key[key], t.task, database.best(key, t.task.target_key))
-    return [by_key[r.workload_key] for r in results]
 
 
 def _timed_in_model(graph: Graph, tasks: Sequence[ModelTask], results: list[TuneResult], database: Any, target: str,
@@ -208,15 +193,8 @@ def _timed_in_model(graph: Graph, tasks: Sequence[ModelTask], results: list[Tune
         task = task_of[r.workload_key]
         chosen_rec = database.ok_record(r.workload_key, task.target_key, chosen[r.workload_key]) \
             if r.workload_key in chosen else None
-        out.append(_with_best(r, task, chosen_rec))
+        out.append(with_best(r, task, chosen_rec))
     return out
-
-
-def _with_best(result: TuneResult, task: Task, rec: Any) -> TuneResult:
-    """`result` reporting `rec` (a Record, or None: unchanged) as its task's best."""
-    if rec is None or rec.cost is None:
-        return result
-    return replace(result, best_config=rec.config, best_seconds=rec.cost, best_gflops=gflops(task, rec.cost))
 
 
 def _joined(first: TuneResult, then: TuneResult) -> TuneResult:

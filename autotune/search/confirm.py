@@ -8,14 +8,20 @@ time). The lowest of many such measurements is then mostly the luckiest phase: o
 stem 1.84 ms against 1.50, layer4.1.conv1 1.64 against 1.35). Timed again in later batches, next
 to each other, each finalist's record gains timings from other phases, and its cost, the median
 of all of them, moves to what the config runs at (`TuningDB.add_timings`).
+
+`tune` and `tune_tasks` end with this round (`confirm=False` skips it), so the best config
+`autotune.load` serves is one timed in several batches, not one lucky batch; `tune_model` runs
+it under its own time budget.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from ..measure.types import MeasureResult
 from ..schedules.task import Task
+from .tuner import TuneResult, gflops
 
 FINALISTS = 2       # the best configs measured again, besides the default
 ROUNDS = 2          # later batches a finalist is measured in before its cost is trusted
@@ -51,3 +57,24 @@ def confirm(task: Task, database: Any, measure: Callable[[Task, list[int]], list
                 database.add_timings(task.workload_key, task.target_key, index, result.costs)
             batches[index] = batches.get(index, 0) + 1
     return list(batches)
+
+
+def with_best(result: TuneResult, task: Task, rec: Any) -> TuneResult:
+    """`result` reporting `rec` (a Record, or None: unchanged) as its task's best."""
+    if rec is None or rec.cost is None:
+        return result
+    return replace(result, best_config=rec.config, best_seconds=rec.cost, best_gflops=gflops(task, rec.cost))
+
+
+def confirm_results(tasks: Sequence[Task], results: Sequence[TuneResult], weights: Sequence[float], database: Any,
+                    measure: Callable[[Task, list[int]], list[MeasureResult]],
+                    stop: Callable[[], bool] = lambda: False) -> list[TuneResult]:
+    """`results` (one per task) after each task's confirmation round, the tasks of most weighted
+    best time first, until `stop()`; a confirmed task's best read back from the database."""
+    out = list(results)
+    for i in sorted(range(len(tasks)), key=lambda i: -weights[i] * results[i].best_seconds):
+        if stop():
+            break
+        if confirm(tasks[i], database, measure):
+            out[i] = with_best(out[i], tasks[i], database.best(tasks[i].workload_key, tasks[i].target_key))
+    return out

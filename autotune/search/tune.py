@@ -16,6 +16,7 @@ from ..legacy_keys import upgrade
 from ..measure import MeasureOptions, Measurer
 from ..measure.types import ErrorKind, MeasureResult
 from ..schedules.task import Task
+from .confirm import confirm_results
 from .ga import GATuner
 from .grid import GridTuner
 from .random import RandomTuner
@@ -137,13 +138,16 @@ def _transferred(strategy: Tuner) -> int:
 def tune(task: Task, trials: int = 64, tuner: str = "xgb", db: Any = None, early_stopping: int | None = None,
          seed: int | None = None, callbacks: Sequence[Callable[[Progress], Any]] = (),
          measure_option: MeasureOptions | None = None, batch_size: int = 16, measurer: Any = None,
-         transfer: bool = True, cluster: str | None = None) -> TuneResult:
+         transfer: bool = True, cluster: str | None = None, confirm: bool = True) -> TuneResult:
     """Tune `task` for up to `trials` new measurements; every result lands in the database.
 
     transfer: with the xgb tuner, warm-start its cost models with the database's records of other
     shapes of the same op on this target (search/transfer.py); `TuneResult.transferred` counts them.
     cluster: a Ray cluster's address ("ray://head:10001", "head:6379" or "auto") to measure on its
-    nodes of the task's target (autotune.cluster); results are recorded as each one finishes."""
+    nodes of the task's target (autotune.cluster); results are recorded as each one finishes.
+    confirm: unless the search was interrupted, end with the confirmation round (search/confirm.py):
+    the best configs and the default measured again, interleaved; the result's best is then the
+    database's best after it."""
     _check_task(task, measurer, cluster)
     check_tune_args(trials, batch_size, seed)
     with writable_db(db) as database:
@@ -172,6 +176,8 @@ def tune(task: Task, trials: int = 64, tuner: str = "xgb", db: Any = None, early
                 best_seconds=best_prev.cost if best_prev is not None else math.inf,
                 best_index=best_prev.config_index if best_prev is not None else None,
                 claim=lambda batch: database.claim(run_id, batch, lease_s))
+            if confirm and not result.interrupted:
+                result = confirm_results([task], [result], [1.0], database, meas.measure)[0]
             status = "interrupted" if result.interrupted else "finished"
         except KeyboardInterrupt:
             status = "interrupted"
@@ -188,14 +194,15 @@ def tune_tasks(tasks: Sequence[Task], weights: Sequence[float] | None = None, tr
                tuner: str | Sequence[str] = "xgb", db: Any = None, seed: int | None = None,
                callbacks: Sequence[Callable[[Progress], Any]] = (), measure_option: MeasureOptions | None = None,
                batch_size: int = 16, measurer: Any = None, transfer: bool = True,
-               cluster: str | None = None) -> list[TuneResult]:
+               cluster: str | None = None, confirm: bool = True) -> list[TuneResult]:
     """Tune several tasks under one budget of `trials` measurements (Ansor's gradient task
     scheduler, `search.scheduler`): after a batch each, the next batch goes where the weighted
     best time is expected to drop most. `weights` (default 1 each) say how often each task runs,
     e.g. per inference of a model; `tuner` is one name or one per task. Every result lands in the
     database, a second call resumes, and configs another tuner sharing the database has measured
     or claimed are skipped. Callbacks get each task's cumulative Progress after every batch.
-    transfer, cluster: as in `tune` (on a cluster, batch by batch)."""
+    transfer, cluster, confirm: as in `tune` (on a cluster, batch by batch; the confirmation
+    rounds go to the tasks of most weighted best time first)."""
     tasks = list(tasks)
     if not tasks:
         raise ValueError("tune_tasks: no tasks given")
@@ -238,6 +245,11 @@ def tune_tasks(tasks: Sequence[Task], weights: Sequence[float] | None = None, tr
         try:
             interrupted = schedule_tasks(states, meas.measure, trials, batch_size, record, callbacks=[report],
                                          claim=lambda st, batch: database.claim(runs[id(st)], batch, lease_s))
+            results = [TuneResult(st.task.workload_key, st.task.target_key, st.best_config, st.best,
+                                  gflops(st.task, st.best), st.trials, st.history, runs[id(st)],
+                                  interrupted=interrupted, transferred=_transferred(st.tuner)) for st in states]
+            if confirm and not interrupted:
+                results = confirm_results(tasks, results, weights, database, meas.measure)
             status = "interrupted" if interrupted else "finished"
         except KeyboardInterrupt:
             status = "interrupted"
@@ -247,6 +259,4 @@ def tune_tasks(tasks: Sequence[Task], weights: Sequence[float] | None = None, tr
                 database.finish_run(runs[id(st)], st.trials, status)
             if own:
                 meas.close()
-        return [TuneResult(st.task.workload_key, st.task.target_key, st.best_config, st.best, gflops(st.task, st.best),
-                           st.trials, st.history, runs[id(st)], interrupted=interrupted,
-                           transferred=_transferred(st.tuner)) for st in states]
+        return results

@@ -50,6 +50,20 @@ def test_resume_adds_new_configs_only(tuned_db, tmp_path):
     assert len(lines) == 18 and len({x["config_index"] for x in lines}) == 18
 
 
+def test_tune_confirms_its_finalists_unless_told_not_to(tmp_path):
+    """The finalists' records gain the timings of later batches; --no-confirm leaves one batch each."""
+    timings = {}
+    for flag in ("--confirm", "--no-confirm"):
+        db, out = str(tmp_path / f"{flag}.db"), tmp_path / f"{flag}.jsonl"
+        cli("tune", "matmul", "--shape", "M=37,N=29,K=23", "--trials", "4", "--tuner", "random", "--seed", "1",
+            "--db", db, flag)
+        cli("db", "export", str(out), "--db", db)
+        timings[flag] = sorted(len(json.loads(x)["costs"]) for x in out.read_text().splitlines())
+    once = timings["--no-confirm"][0]
+    assert timings["--no-confirm"] == [once] * 4
+    assert sum(n >= 3 * once for n in timings["--confirm"]) >= 2      # two finalists, timed in 2 more batches
+
+
 def test_export_import_into_fresh_db(tuned_db, tmp_path):
     out = tmp_path / "e.jsonl"
     cli("db", "export", str(out), "--db", tuned_db)

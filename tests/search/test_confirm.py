@@ -69,3 +69,54 @@ def test_failed_measurements_add_nothing_and_one_config_is_not_confirmed(tuned, 
         single.add_records(run, [Record(lone.workload_key, lone.target_key, 0, lone.config(0).to_json(),
                                         ok(1e-3).costs, "ok", "", 0.1, time.time())])
         assert confirm(lone, single, crash) == []      # nothing to rank it against: nothing measured
+
+
+class LuckyOnce:
+    """Scripted timings: the second config the search measures is timed fast once (a lucky phase)
+    and runs slowest after; every other config runs at its own steady time."""
+
+    def __init__(self):
+        self.seen, self.lucky = [], None
+
+    def truth(self, index):
+        return 3e-3 if index == self.lucky else 1e-3 * (1 + 0.01 * index)
+
+    def measure(self, task, indices):
+        out = []
+        for i in indices:
+            if i not in self.seen:
+                self.seen.append(i)
+                if len(self.seen) == 2:
+                    self.lucky = i
+                    out.append(ok(0.5e-3))
+                    continue
+            out.append(ok(self.truth(i)))
+        return out
+
+    def close(self):
+        pass
+
+
+@pytest.mark.parametrize("confirmed", [True, False])
+@pytest.mark.parametrize("entry", ["tune", "tune_tasks"])
+def test_tuning_ends_with_the_confirmation_round(entry, confirmed, tmp_path):
+    """`tune` and `tune_tasks` serve a config timed in several batches, not one lucky batch;
+    confirm=False keeps the search's own best."""
+    task = autotune.create_task("matmul", M=33, N=17, K=29)
+    m = LuckyOnce()
+    db_path = str(tmp_path / "t.db")
+    kwargs = dict(trials=6, tuner="grid", db=db_path, measurer=m, batch_size=3, confirm=confirmed)
+    result = (autotune.tune(task, **kwargs) if entry == "tune" else autotune.tune_tasks([task], **kwargs)[0])
+    searched = m.seen[:6]
+    assert result.trials == 6 and m.lucky in searched
+    steady = min((i for i in searched if i != m.lucky), key=m.truth)
+    with TuningDB(db_path) as db:
+        best = db.best(task.workload_key, task.target_key)
+        lucky = db.ok_record(task.workload_key, task.target_key, m.lucky)
+    if confirmed:
+        assert best.config_index == steady and result.best_config == best.config
+        assert result.best_seconds == pytest.approx(m.truth(steady))
+        assert lucky.cost > best.cost and len(lucky.costs) >= 6       # timed again: fell back
+    else:
+        assert best.config_index == m.lucky and result.best_seconds == pytest.approx(0.5e-3)
+        assert len(lucky.costs) == 3

@@ -49,7 +49,8 @@ def optimum(task):
 @pytest.mark.parametrize("name", sorted(TUNERS))
 def test_tuners_propose_new_legal_configs_only(task, name, tmp_path):
     fm = FakeMeasurer()
-    res = tune(task, trials=48, tuner=name, db=str(tmp_path / "t.db"), seed=1, measurer=fm, batch_size=8)
+    res = tune(task, trials=48, tuner=name, db=str(tmp_path / "t.db"), seed=1, measurer=fm, batch_size=8,
+               confirm=False)
     assert res.trials == 48 == len(fm.measured) == len(set(fm.measured))
     assert all(0 <= i < len(task.config_space) for i in fm.measured)
     assert res.best_config is not None and res.best_seconds > 0 and res.best_gflops > 0
@@ -100,9 +101,9 @@ def test_same_seed_same_search(task, name, tmp_path):
 def test_resume_never_remeasures_and_keeps_the_best(task, tmp_path):
     db = str(tmp_path / "resume.db")
     first = FakeMeasurer()
-    r1 = tune(task, trials=32, tuner="xgb", db=db, seed=0, measurer=first, batch_size=8)
+    r1 = tune(task, trials=32, tuner="xgb", db=db, seed=0, measurer=first, batch_size=8, confirm=False)
     second = FakeMeasurer()
-    r2 = tune(task, trials=32, tuner="xgb", db=db, seed=0, measurer=second, batch_size=8)
+    r2 = tune(task, trials=32, tuner="xgb", db=db, seed=0, measurer=second, batch_size=8, confirm=False)
     assert not set(first.measured) & set(second.measured)
     assert r2.best_seconds <= r1.best_seconds
 
@@ -117,7 +118,7 @@ def test_early_stopping(task, tmp_path):
 def test_grid_covers_a_small_space_exactly_once(tmp_path):
     t = autotune.create_task("batch_matmul", batch=2, M=5, N=9, K=3)
     fm = FakeMeasurerBM()
-    res = tune(t, trials=10_000, tuner="grid", db=str(tmp_path / "g.db"), measurer=fm, batch_size=16)
+    res = tune(t, trials=10_000, tuner="grid", db=str(tmp_path / "g.db"), measurer=fm, batch_size=16, confirm=False)
     assert sorted(fm.measured) == [i for i in range(len(t.config_space)) if t.is_valid(i)]
     assert res.trials == len(fm.measured)
 

@@ -125,7 +125,7 @@ def test_tuning_resumed_on_a_legacy_database_measures_only_new_configs(legacy):
     legacy_indices = {i for (i,) in raw_rows(legacy, "SELECT config_index FROM records WHERE workload_id = 1")}
     task = autotune.create_task("layer_norm", M=5, N=13, eps=1e-5)
     meas = Recording()
-    result = autotune.tune(task, trials=4, tuner="grid", db=str(legacy), measurer=meas)
+    result = autotune.tune(task, trials=4, tuner="grid", db=str(legacy), measurer=meas, confirm=False)
     assert len(meas.measured) == 4 and not set(meas.measured) & legacy_indices
     assert result.best_seconds < 1e-3                 # the legacy records' best (microseconds) is kept
     with TuningDB(legacy, readonly=True) as db:
