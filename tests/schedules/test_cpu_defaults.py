@@ -231,3 +231,28 @@ def test_no_default_is_said_to_be_measured_best():
             for m in re.finditer(r"(measured|fastest|best)[^\n]{0,40}(default|first value)|"
                                  r"(default|first value)[^\n]{0,40}(measured|fastest|best)", p.read_text(), re.I)]
     assert said == []
+
+
+@pytest.mark.parametrize("op", ["matmul", "dense"])
+def test_an_unrolled_register_tile_past_twice_the_registers_is_refused(op):
+    """8 rows x 96 columns unrolled: 96 accumulators on AVX2's 16 registers only spill (and took
+    LLVM over a minute to compile); rolled rows, or AVX-512's 6-vector rows of 32 registers, stay."""
+    from autotune.errors import InstantiationError
+
+    def config(target, unroll_rows):
+        task = autotune.create_task(op, target=target, M=67, N=197, K=33)
+        j = task.config(task.default_index).to_json()
+        j["knobs"].update(tile_x=[-1, 96], tile_y=[-1, 1, 8], unroll_rows=unroll_rows)
+        return task, task.config_space.from_json(j)
+
+    task, cfg = config(AVX2, 1)
+    assert not task.is_valid(cfg.index)
+    with pytest.raises(InstantiationError, match=r"96 vector accumulators is over 32 \(2x the vector registers"):
+        task.instantiate(cfg)
+    for target, unroll_rows in ((AVX2, 0), (AVX512, 1)):
+        task, cfg = config(target, unroll_rows)
+        assert task.is_valid(cfg.index)
+    task, cfg = config(AVX2, 1)
+    j = cfg.to_json()
+    j["knobs"].update(tile_x=[-1, 32])                     # 8 rows x 4 vectors: 32, at the limit
+    assert task.is_valid(task.config_space.from_json(j).index)
