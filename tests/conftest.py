@@ -7,8 +7,8 @@ import pytest
 from hypothesis import settings
 
 # Property tests draw the same examples on every run ("ci"), so a run is reproducible: a random
-# draw once hung a CI run in LLVM's loop vectorizer (`vputils::isSingleScalar` recursing without
-# end while optimizing a random softmax schedule), which an in-process build cannot time out.
+# draw once hung a CI run in LLVM's loop vectorizer (`vputils::isSingleScalar` recursing for over
+# ten minutes while optimizing a random softmax schedule), which an in-process build cannot time out.
 # HYPOTHESIS_PROFILE=explore draws new examples each run, to look for such bugs.
 settings.register_profile("ci", derandomize=True)
 settings.register_profile("explore", derandomize=False)
