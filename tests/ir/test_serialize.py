@@ -231,7 +231,9 @@ def test_a_worker_process_builds_from_the_bytes_alone(tmp_path):
 
 def test_a_large_unrolled_matmul_round_trips():
     task = create_task("matmul", M=1024, N=1024, K=1024)
-    knobs = {**task.config(0).to_json()["knobs"], "tile_k": [-1, 16], "tile_y": [-1, 16, 8], "tile_x": [-1, 128]}
+    # 8 rows x 32 columns unrolled, k by 16: the largest unrolled tile the template accepts on 16 registers
+    knobs = {**task.config(0).to_json()["knobs"], "tile_k": [-1, 16], "tile_y": [-1, 16, 8], "tile_x": [-1, 32],
+             "unroll_rows": 1}
     f = lowered(task, task.config({"knobs": knobs}).index)
     assert str(loads(dumps(f))) == str(f)
 
