@@ -127,8 +127,7 @@ def test_the_flat_view_refuses_a_blocked_layout():
     """The one-row view reads X as NCHW and writes NCHW: a blocked input or output is an error,
     not a kernel that indexes the conv's one row as rows."""
     from autotune import te
-    from autotune.schedules.cpu.conv2d_nchwc_flat import PREFIX
-    from autotune.schedules.space import KnobScope
+    from autotune.schedules.cpu import conv2d_nchwc_flat
 
     task = autotune.create_task("conv2d", N=1, C=16, H=5, W=9, F=16, KH=1, KW=1, stride=1, padding=0)
     cfg = task.config(with_knobs(task, algorithm="nchwc_flat"))
@@ -136,7 +135,7 @@ def test_the_flat_view_refuses_a_blocked_layout():
     X = te.placeholder((1, 2, 5, 9, 8), "float32", name="X")
     Wt = te.placeholder((16, 16, 1, 1), "float32", name="W")
     with pytest.raises(ValueError, match="one-row view"):
-        nchwc.build(KnobScope(cfg, PREFIX, outer_conditions=True), X, Wt, g, None, (), flat=True)
+        conv2d_nchwc_flat.build(cfg, X, Wt, g, None, ())
 
 
 def test_the_flat_repack_reads_x_at_the_pixel_index():
