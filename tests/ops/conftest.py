@@ -2,7 +2,6 @@
 template's default config), `check_configs`, which runs a template's configs against numpy, and
 `check_each_value`, which runs every value of one algorithm knob against numpy."""
 import math
-import random
 import warnings
 
 import numpy as np
@@ -12,6 +11,7 @@ import autotune
 from autotune import runtime
 from autotune.measure.check_data import tolerance
 from autotune.measure.worker.run import compare
+from autotune.testing import legal_configs
 
 
 @pytest.fixture(autouse=True)
@@ -24,22 +24,14 @@ def env(tmp_path, monkeypatch):
         yield tmp_path
 
 
-def _valid_random_index(task, rng):
-    """A random config the template accepts (the tuner never proposes the others)."""
-    while True:
-        index = task.config_space.random_index(rng)
-        if task.is_valid(index):
-            return index
-
-
 def _check_configs(op, n_random=2, seed=0, exact=False, **params):
     """The default config and `n_random` random ones of op's template give numpy's answer
     (`exact`: bit for bit, for ops that compute nothing); a loop that fails to vectorize fails."""
     task = autotune.create_task(op, **params)
     inputs = task.make_inputs(np.random.default_rng(seed))
     want = task.reference(inputs)
-    rng = random.Random(seed)
-    picks = list(dict.fromkeys([0] + [_valid_random_index(task, rng) for _ in range(n_random)]))
+    picks = legal_configs(task, n_random, seed)
+    assert picks[:1] == [0], f"{op}: config 0 is not legal at {params}"
     reduction = max(1, math.prod(task.arg_specs[0][0]) // max(1, math.prod(task.arg_specs[-1][0])))
     for index in picks:
         s, args = task.instantiate(index)
