@@ -2,8 +2,9 @@
 
 While collecting, a template's `cfg.define_*` calls declare knobs in a `ConfigSpace`; while
 instantiating, the same calls are no-ops on a `ConfigEntity`, and `cfg[name]` is the chosen value
-with an `apply`. A config is one integer (mixed radix over the knobs, first knob fastest) and a
-JSON dict; `index <-> knob indices` is deterministic. Records store knob values, not indices,
+with an `apply`. A config is one integer (mixed radix over the knobs, first knob fastest; in a
+space whose product of knobs passes 2**63, a count of its canonical configs only:
+`canonical_index`) and a JSON dict; `index <-> knob indices` is deterministic. Records store knob values, not indices,
 so they stay valid when a template reorders a knob's values or adds a knob (its `absent` value
 says what records made before it meant).
 
@@ -23,6 +24,7 @@ from typing import Any
 
 from ..errors import InstantiationError, ScheduleError
 from ..te.expr import IterVar
+from .canonical_index import CanonicalIndex
 from .schedule import Schedule, Stage
 
 
@@ -171,6 +173,7 @@ class ConfigSpace:
         self.knobs: dict[str, Knob] = {}
         self.constraints_broken: str | None = None
         self.flop: float | None = None
+        self._canonical: tuple[int, CanonicalIndex] | None = None    # (knobs counted, index)
 
     # -- declaring knobs -------------------------------------------------------------------------
     def _add(self, name: str, kind: str, entities: Sequence[Any], when: Condition | None = None,
@@ -179,10 +182,6 @@ class ConfigSpace:
             raise ValueError(f"knob {name!r} is defined twice")
         if not entities:
             raise ValueError(f"knob {name!r} has no values")
-        size = math.prod(self.dims) * len(entities)
-        if size > MAX_CONFIGS:
-            raise ValueError(f"knob {name!r} takes the config space to {size:.3g} configs, more than the "
-                             f"{MAX_CONFIGS + 1:.3g} a record's index can count")
         cond = None
         if when is not None:
             on, values = when
@@ -190,6 +189,10 @@ class ConfigSpace:
                 raise ValueError(f"knob {name!r}: its condition names {on!r}, which is not an earlier define_knob")
             cond = (on, tuple(values))
         self.knobs[name] = Knob(name, kind, tuple(entities), cond, absent)
+        if (size := self._size()) > MAX_CONFIGS:
+            del self.knobs[name]
+            raise ValueError(f"knob {name!r} takes the config space to {size:.3g} canonical configs, more "
+                             f"than the {MAX_CONFIGS + 1:.3g} a record's index can count")
 
     def define_split(self, name: str, axis: IterVar | int, num_outputs: int = 2, policy: str = "factors",
                      candidate: Sequence[Sequence[int]] | None = None, max_factor: int | None = None,
@@ -238,15 +241,35 @@ class ConfigSpace:
 
     # -- the space as a whole ------------------------------------------------------------------------
     def __len__(self) -> int:
-        return math.prod(len(k) for k in self.knobs.values())
+        return self._size()
+
+    def _size(self) -> int:
+        counted = self._canonical_index()
+        return math.prod(self.dims) if counted is None else counted.count()
 
     @property
     def dims(self) -> list[int]:
         return [len(k) for k in self.knobs.values()]
 
+    def _canonical_index(self) -> CanonicalIndex | None:
+        """The index over canonical configs, for a space whose mixed radix passes MAX_CONFIGS."""
+        if math.prod(self.dims) <= MAX_CONFIGS:
+            return None
+        if self._canonical is None or self._canonical[0] != len(self.knobs):
+            names = list(self.knobs)
+            reads = [None if k.when is None else
+                     (names.index(k.when[0]),
+                      frozenset(i for i, e in enumerate(self.knobs[k.when[0]].entities) if e.val in k.when[1]))
+                     for k in self.knobs.values()]
+            self._canonical = (len(self.knobs), CanonicalIndex(self.dims, reads))
+        return self._canonical[1]
+
     def point2knob(self, index: int) -> list[int]:
         if not 0 <= index < len(self):
             raise InstantiationError(f"config index {index} is outside the space of {len(self)} configs")
+        counted = self._canonical_index()
+        if counted is not None:
+            return counted.point(index)
         out = []
         for d in self.dims:
             out.append(index % d)
@@ -254,6 +277,12 @@ class ConfigSpace:
         return out
 
     def knob2point(self, knob: Sequence[int]) -> int:
+        counted = self._canonical_index()
+        if counted is not None:
+            if self.canonical(knob) != list(knob):
+                raise InstantiationError("a config that sets knobs its choices never read duplicates config "
+                                         f"{counted.index(self.canonical(knob))}")
+            return counted.index(knob)
         index, scale = 0, 1
         for k, d in zip(knob, self.dims):
             index += k * scale

@@ -33,6 +33,8 @@ SUBPIXEL_CASES = [
     dict(N=2, C=7, H=11, W=13, F=5, KH=3, KW=3, stride=2, padding=(0, 1, 2, 0), output_padding=(1, 0),
          dilation=1, groups=1),                                  # col2im first: primes, asymmetric padding
 ]
+UPSAMPLING = dict(N=1, C=24, H=15, W=15, F=20, KH=2, KW=2, stride=2, padding=0, output_padding=0, dilation=1,
+                  groups=1)                                      # U-Net's 2x2 stride 2: a 1x1 sub-pixel conv
 
 
 @pytest.mark.parametrize("params", SUBPIXEL_CASES)
@@ -42,6 +44,16 @@ def test_every_method_gives_numpys_answer(check_each_value, params):
     a 1x1 kernel whose phases have no taps, and stride 1."""
     methods = check_each_value(autotune.create_task("conv_transpose2d", **params), "subpixel.algorithm", seed=3)
     assert methods[-1] == "gather" and len(methods) > 1
+
+
+@pytest.mark.parametrize("params", [UPSAMPLING])
+def test_every_method_of_a_2x2_stride_2_upsampling_gives_numpys_answer(check_configs, check_each_value, params):
+    """Its sub-pixel conv's algorithms (the 1x1 flat view among them) and the gather have knobs
+    that multiply past the 2**63 configs a mixed-radix index counts: create_task raised until the
+    space counted only canonical configs. Each method, and random configs across them."""
+    methods = check_each_value(autotune.create_task("conv_transpose2d", **params), "subpixel.algorithm", seed=3)
+    assert "nchwc_flat" in methods and methods[-1] == "gather"
+    check_configs("conv_transpose2d", n_random=3, **params)
 
 
 def test_col2im_where_the_sub_pixel_conv_would_compute_many_zero_taps():

@@ -14,8 +14,9 @@ offers "gather", last, the only method with a dilation, and, where zero taps wou
 COL2IM_ZERO_TAPS or more of the sub-pixel conv's multiply-adds (3x3 stride 2: 7/16; 5x5: 11/36,
 so not), "col2im": the 1x1 conv of every input pixel by every tap through the packed GEMM
 (`conv2d_gemm`, reading the sub-pixel conv's gemm knobs, their defaults by that conv's rule: a
-set of its own would multiply the space by about a thousand, and odd shapes' spaces already
-come within 10% of the 2**63 configs a record's index holds: 29 -> 31 at 40x40, 5x5), then
+set of its own would multiply the mixed-radix space by about a thousand; the union of the
+sub-pixel conv's algorithms and the gather passes 2**63 configs that way on many shapes, 2x2
+stride 2 among them, so it counts only its canonical configs, `canonical_index`), then
 the interleave, output rows in parallel and vectorised along the width, each summing the two
 phase rows it interleaves from those products. The rule makes it the default with one group,
 else offers it before "gather": it runs only the real multiply-adds, and its extra pass over
