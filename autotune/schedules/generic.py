@@ -27,7 +27,16 @@ from typing import Any
 from ..te.expr import IterVar, TensorLoad
 from ..te.tensor import ComputeOp, Tensor
 from ..te.traversal import substitute, transform, walk
-from .cpu.rules import closest, enough_chunks, first, lanes, largest_fitting, vector_tile, worth_threads
+from .cpu.rules import (
+    closest,
+    enough_chunks,
+    first,
+    lanes,
+    largest_fitting,
+    vector_registers,
+    vector_tile,
+    worth_threads,
+)
 from .schedule import Schedule, Stage, create_schedule
 
 VECTOR_WIDTHS = (4, 8, 16, 32, 64)
@@ -197,7 +206,29 @@ def _rooted(s: Schedule, reds: list[Stage], out: Tensor, depth: int) -> set[int]
     return rooted
 
 
-def schedule_column_reduction(cfg: Any, s: Schedule, out: Tensor, prefix: str = "") -> None:
+def column_block(cfg: Any, extent: int, dtype: str, windows: bool) -> list[int]:
+    """The default (vectors, vector width) block of a column reduction's rows of `extent`.
+
+    Long reductions (sum over axis 0): blocks of COLUMN_IN_FLIGHT vectors of the lanes,
+    independent adds that cover an add's latency; a row no longer than that is one block of the
+    whole row, a vector of its extent that LLVM splits into registers. `windows` (pooling: a
+    few taps, padded, often strided): a block of one vector, the whole row where its registers
+    are at most half the target's, else two registers' worth. A block of several vectors there
+    ran its padding guards inside the block (AVX2, 2 threads, 3x3 max pool, x the old 4 x 8
+    blocks: stride 2 rows of 56 2.0x as the row, 50 2.7x as the row, stride 1 rows of 112 2.9x
+    as 1 x 16), while column sums lost with one vector (1000 x 1001 over axis 0: 0.70x as 1 x 8).
+    """
+    width = lanes(cfg, dtype)
+    if windows:
+        if -(-extent // width) <= vector_registers(cfg) // 2:
+            return [1, extent]
+        return [1, max(v for v in VECTOR_WIDTHS if v <= 2 * width)]
+    if extent <= COLUMN_IN_FLIGHT * width:
+        return [1, extent]         # the whole row: whole registers and one narrower, no tail block
+    return [COLUMN_IN_FLIGHT, max(v for v in VECTOR_WIDTHS if v <= width)]
+
+
+def schedule_column_reduction(cfg: Any, s: Schedule, out: Tensor, prefix: str = "", windows: bool = False) -> None:
     """Reductions along axes other than the innermost: reduce loops outside vector data loops.
 
     The output's innermost axis is split into (outer, vectors, vector width) by `tile_inner`;
@@ -206,21 +237,14 @@ def schedule_column_reduction(cfg: Any, s: Schedule, out: Tensor, prefix: str = 
     block of `vectors` x width outputs, with its reduce loops outside the block's vector loops
     (each reduce step reads a contiguous block); a reduction of another shape (a statistic the
     output broadcasts) is computed once, at root, in the same loop order.
-    Default: blocks of COLUMN_IN_FLIGHT vectors (independent adds that cover an add's latency)
-    of the lanes; a row no longer than that is one block of the whole row, a vector of its
-    extent that LLVM splits into registers (ResNet's 3x3 stride-2 max pool, rows of 56, 2
-    threads: 0.12 ms as one block, 0.25-0.45 ms as a block of 4 x 8 lanes and a tail); threads
-    when `rules.worth_threads` says so for the largest stage.
+    Default: `column_block` (`windows`: the reduction is a pooling window); threads when
+    `rules.worth_threads` says so for the largest stage.
     """
     inline_injective(s)
     st = s[out]
     *outer, last = st.op.axis
     cfg.define_knob(f"{prefix}parallel", first(int(worth_threads(cfg, work(s))), [0, 1]))
-    width = lanes(cfg, out.dtype)
-    if last.extent <= COLUMN_IN_FLIGHT * width:
-        chosen = [1, last.extent]         # the whole row: whole registers and one narrower, no tail block
-    else:
-        chosen = [COLUMN_IN_FLIGHT, max(v for v in VECTOR_WIDTHS if v <= width)]
+    chosen = column_block(cfg, last.extent, out.dtype, windows)
     blocks = first(chosen, [[c, v] for c in COLUMN_VECTORS for v in VECTOR_WIDTHS])
     cfg.define_split(f"{prefix}tile_inner", last.extent, 3, policy="candidate", candidate=[[-1, *b] for b in blocks])
     lo, lc, li = cfg[f"{prefix}tile_inner"].apply(s, out, last)

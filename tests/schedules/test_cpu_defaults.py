@@ -118,11 +118,16 @@ VECTOR_RULES = [
     ("softmax", dict(M=37, N=1000), "lanes", 16, 32),                                    # two vectors of partials
     ("batch_norm", dict(N=2, C=17, H=29, W=31), "vec", 8, 16),
     ("transpose", dict(shape=(37, 101), axes=(1, 0)), "tile", 8, 16),
-    ("max_pool2d", dict(shape=(1, 17, 29, 131), kernel=3, stride=2, padding=1), "tile_inner", [-1, 4, 8],
-     [-1, 4, 16]),
-    # output rows of 56: more than 4 AVX2 vectors, one block of the whole row on AVX-512 (no tail block)
-    ("max_pool2d", dict(shape=(1, 17, 29, 111), kernel=3, stride=2, padding=1), "tile_inner", [-1, 4, 8],
+    # pooling windows: one vector a block, the whole row where it takes at most half the registers
+    # (66 columns: 9 AVX2 registers, 5 AVX-512 ones), else two registers (600 columns)
+    ("max_pool2d", dict(shape=(1, 17, 29, 131), kernel=3, stride=2, padding=1), "tile_inner", [-1, 1, 16],
+     [-1, 1, 66]),
+    ("avg_pool2d", dict(shape=(1, 3, 9, 1199), kernel=3, stride=2, padding=1), "tile_inner", [-1, 1, 16],
+     [-1, 1, 32]),
+    ("max_pool2d", dict(shape=(1, 17, 29, 111), kernel=3, stride=2, padding=1), "tile_inner", [-1, 1, 56],
      [-1, 1, 56]),
+    # a long column sum keeps blocks of 4 vectors (independent adds)
+    ("sum", dict(shape=(1000, 1001), axes=0, keepdims=0), "tile_inner", [-1, 4, 8], [-1, 4, 16]),
     # 5 input channels: over half an AVX2 vector for Winograd's input transform, under half of AVX-512's
     ("conv2d_grouped", dict(N=1, C=5, H=56, W=56, F=64, KH=3, KW=3, **CONV), "algorithm", "winograd", "nchw"),
     # 12 input channels, 5x5 stride 1: over an AVX2 vector (blocked), under one of AVX-512's

@@ -3,7 +3,8 @@
 Shape parameters: `shape` (N, C, H, W); for max/avg pooling also `kernel`, `stride` and
 `padding`, each an int or a pair (rows, columns). Average pooling divides by the number of
 valid elements of each window (PyTorch's count_include_pad=False). The windowed pools use the
-generic column schedule (window loops outside a vector of output columns, the padding inlined);
+generic column schedule (window loops outside a vector of output columns, the padding inlined;
+its default block for windows, `generic.column_block`);
 global_avg_pool is the mean over (H, W) with the row schedule (one (n, c) plane per parallel
 iteration, lane partials by the `lanes` knob).
 """
@@ -43,21 +44,21 @@ def _pool(cfg: Any, op: str, shape: Any, kernel: Any, stride: Any, padding: Any,
     x = te.placeholder(as_shape(shape, op, "shape"), dtype, name="x")
     y = (topi.max_pool2d if op == "max_pool2d" else topi.avg_pool2d)(x, kernel, stride, padding)
     s = te.create_schedule(y.op)
-    schedule_column_reduction(cfg, s, y)
+    schedule_column_reduction(cfg, s, y, windows=True)
     return s, [x, y]
 
 
 @template("max_pool2d", reference=_max_pool_reference,
           description="NCHW max pooling: kernel, stride, padding (ints or pairs); padding never wins")
 def max_pool2d_template(cfg: Any, shape: Any, kernel: Any, stride: Any, padding: Any, dtype: str = "float32"):
-    """Default: the generic column schedule's rule (blocks of 4 vectors, threads by work)."""
+    """Default: the generic column schedule's rule for windows (one vector a block, threads by work)."""
     return _pool(cfg, "max_pool2d", shape, kernel, stride, padding, dtype)
 
 
 @template("avg_pool2d", reference=_avg_pool_reference,
           description="NCHW average pooling over valid elements (count_include_pad=False)")
 def avg_pool2d_template(cfg: Any, shape: Any, kernel: Any, stride: Any, padding: Any, dtype: str = "float32"):
-    """Default: the generic column schedule's rule (blocks of 4 vectors, threads by work)."""
+    """Default: the generic column schedule's rule for windows (one vector a block, threads by work)."""
     return _pool(cfg, "avg_pool2d", shape, kernel, stride, padding, dtype)
 
 
