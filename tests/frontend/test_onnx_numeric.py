@@ -172,8 +172,8 @@ NEW = {
                                   inits={"p": np.array([3, 2, 1, 5]), "v": np.array(0, F), "a": np.array([-1, 0])}),
                       ("border_pad",)),
     # U-Net's 2x2 stride-2 upsampling: a config space past 2**63 mixed-radix points (it raised before)
-    "conv_transpose_upsampling": (lambda: one("ConvTranspose", [(1, 32, 7, 9)], inits={"w": w(32, 16, 2, 2), "b": w(16)},
-                                              strides=[2, 2]), ("conv_transpose2d",)),
+    "conv_transpose_upsampling": (lambda: one("ConvTranspose", [(1, 32, 7, 9)], strides=[2, 2],
+                                              inits={"w": w(32, 16, 2, 2), "b": w(16)}), ("conv_transpose2d",)),
     "conv_transpose_output_shape": (lambda: one("ConvTranspose", [(1, 4, 5, 6)], inits={"w": w(4, 3, 3, 2)},
                                                 strides=[2, 3], output_shape=[10, 17]), ("conv_transpose2d",)),
     "conv_transpose_same_lower": (lambda: one("ConvTranspose", [(1, 4, 5, 6)], inits={"w": w(4, 3, 4, 3)},
