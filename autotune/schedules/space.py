@@ -4,9 +4,9 @@ While collecting, a template's `cfg.define_*` calls declare knobs in a `ConfigSp
 instantiating, the same calls are no-ops on a `ConfigEntity`, and `cfg[name]` is the chosen value
 with an `apply`. A config is one integer (mixed radix over the knobs, first knob fastest; in a
 space whose product of knobs passes 2**63, a count of its canonical configs only:
-`canonical_index`) and a JSON dict; `index <-> knob indices` is deterministic. Records store knob values, not indices,
-so they stay valid when a template reorders a knob's values or adds a knob (its `absent` value
-says what records made before it meant).
+`canonical_index`) and a JSON dict; `index <-> knob indices` is deterministic. Records store
+knob values, not indices, so they stay valid when a template reorders a knob's values or adds a
+knob (its `absent` value says what records made before it meant).
 
 A knob may be conditional: `when=("algorithm", ("nchwc",))` means it is read only when knob
 `algorithm` takes one of those values. A config whose unread knobs are not at their first value
