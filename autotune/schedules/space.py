@@ -173,7 +173,8 @@ class ConfigSpace:
         self.knobs: dict[str, Knob] = {}
         self.constraints_broken: str | None = None
         self.flop: float | None = None
-        self._canonical: tuple[int, CanonicalIndex] | None = None    # (knobs counted, index)
+        # (knobs counted, mixed-radix size, the canonical index where that passes MAX_CONFIGS)
+        self._layout: tuple[int, int, CanonicalIndex | None] | None = None
 
     # -- declaring knobs -------------------------------------------------------------------------
     def _add(self, name: str, kind: str, entities: Sequence[Any], when: Condition | None = None,
@@ -244,8 +245,8 @@ class ConfigSpace:
         return self._size()
 
     def _size(self) -> int:
-        counted = self._canonical_index()
-        return math.prod(self.dims) if counted is None else counted.count()
+        _, dense, counted = self._current_layout()
+        return dense if counted is None else counted.count()
 
     @property
     def dims(self) -> list[int]:
@@ -253,16 +254,23 @@ class ConfigSpace:
 
     def _canonical_index(self) -> CanonicalIndex | None:
         """The index over canonical configs, for a space whose mixed radix passes MAX_CONFIGS."""
-        if math.prod(self.dims) <= MAX_CONFIGS:
-            return None
-        if self._canonical is None or self._canonical[0] != len(self.knobs):
-            names = list(self.knobs)
-            reads = [None if k.when is None else
-                     (names.index(k.when[0]),
-                      frozenset(i for i, e in enumerate(self.knobs[k.when[0]].entities) if e.val in k.when[1]))
-                     for k in self.knobs.values()]
-            self._canonical = (len(self.knobs), CanonicalIndex(self.dims, reads))
-        return self._canonical[1]
+        return self._current_layout()[2]
+
+    def _current_layout(self) -> tuple[int, int, CanonicalIndex | None]:
+        """How indices count this space, made once per set of knobs (they only grow while a
+        template defines them): indices are decoded for every candidate a tuner ranks."""
+        if self._layout is None or self._layout[0] != len(self.knobs):
+            dims = self.dims
+            dense, counted = math.prod(dims), None
+            if dense > MAX_CONFIGS:
+                names = list(self.knobs)
+                reads = [None if k.when is None else
+                         (names.index(k.when[0]),
+                          frozenset(i for i, e in enumerate(self.knobs[k.when[0]].entities) if e.val in k.when[1]))
+                         for k in self.knobs.values()]
+                counted = CanonicalIndex(dims, reads)
+            self._layout = (len(self.knobs), dense, counted)
+        return self._layout
 
     def point2knob(self, index: int) -> list[int]:
         if not 0 <= index < len(self):
@@ -279,10 +287,11 @@ class ConfigSpace:
     def knob2point(self, knob: Sequence[int]) -> int:
         counted = self._canonical_index()
         if counted is not None:
-            if self.canonical(knob) != list(knob):
+            try:
+                return counted.index(knob)
+            except ValueError:      # a knob its choices never read is set
                 raise InstantiationError("a config that sets knobs its choices never read duplicates config "
-                                         f"{counted.index(self.canonical(knob))}")
-            return counted.index(knob)
+                                         f"{counted.index(self.canonical(knob))}") from None
         index, scale = 0, 1
         for k, d in zip(knob, self.dims):
             index += k * scale
