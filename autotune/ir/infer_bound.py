@@ -47,6 +47,30 @@ def pass_down(stage: Stage, root_ext: dict[IterVar, int]) -> dict[IterVar, int]:
     return ext
 
 
+def relaxed_pass_up(stage: Stage, ext: dict[IterVar, int], leaf_value: dict[IterVar, Expr],
+                    whole: set[IterVar]) -> tuple[dict[IterVar, Expr], dict[Var, tuple[Expr, Expr]]]:
+    """`pass_up` where the leaves in `whole` run over their whole extent: a split both of whose
+    halves do runs over its parent's extent (TVM's PassUpDomain), not over the halves' product,
+    which a tail exceeds (its guard skips the rest). Such an axis gets a variable of its own,
+    returned with its range, so a region read over a split with a tail is the axis's own."""
+    whole = set(whole)
+    value = dict(leaf_value)
+    ranges: dict[Var, tuple[Expr, Expr]] = {}
+
+    for rel in reversed(stage.relations):
+        if isinstance(rel, Split):
+            if rel.outer in whole and rel.inner in whole:
+                var = Var(f"{rel.parent.var.name}.whole")
+                value[rel.parent], ranges[var] = var, (Const(0, "int32"), Const(ext[rel.parent] - 1, "int32"))
+                whole.add(rel.parent)
+            else:
+                value[rel.parent] = value[rel.outer] * ext[rel.inner] + value[rel.inner]
+        else:
+            f, n = value[rel.fused], ext[rel.inner]
+            value[rel.outer], value[rel.inner] = f // n, f % n
+    return value, ranges
+
+
 def pass_up(stage: Stage, ext: dict[IterVar, int], leaf_value: dict[IterVar, Expr]) -> dict[IterVar, Expr]:
     """Offset of every axis (root ones included) given the values of the leaf axes."""
     value = dict(leaf_value)
@@ -165,24 +189,45 @@ class BoundInference:
         if st.scope == "shared":
             inner_relax.update(self._enclosing_threads(parent, pos))
         region: list[tuple[Expr, Expr] | None] = [None] * len(st.op.shape)
+        parent_values, whole_ranges = self._relaxed_root_values(parent, inner_relax)
+        parent_relax = {**inner_relax, **whole_ranges}
         for consumer in self.schedule.stages:
             if id(consumer) not in self.bodies or consumer is st:
                 continue
             loads = _loads_of(self.bodies[id(consumer)], self.schedule, st)
             if not loads:
                 continue
-            relax = self._consumer_relax(st, consumer, parent, pos, inner_relax)
-            leaf_values = ({iv.var: v for iv, v in self.root_values(parent).items()} if consumer is parent
-                           else None)
+            if consumer is parent:
+                relax = {iv.var: self._bound(v, parent_relax) for iv, v in parent_values.items()}
+                leaf_values: dict[Var, Expr] | None = {iv.var: v for iv, v in parent_values.items()}
+            else:
+                relax, leaf_values = self._consumer_relax(st, consumer, parent, pos, inner_relax), None
             for load in loads:
                 for d, idx in enumerate(load.indices):
-                    b = _index_bound(idx, relax, leaf_values, inner_relax)
+                    b = _index_bound(idx, relax, leaf_values, parent_relax)
                     if b is None:
                         return [(Const(0, "int32"), Const(n - 1, "int32")) for n in st.op.shape]
                     cur = region[d]
                     region[d] = b if cur is None else (Binary(BinOp.MIN, cur[0], b[0]), Binary(BinOp.MAX, cur[1], b[1]))
         assert all(r is not None for r in region), "compute_at checked that the attach stage reads this stage"
         return region  # type: ignore[return-value]
+
+    def _relaxed_root_values(self, parent: Stage, inner_relax: dict[Var, tuple[Expr, Expr]]
+                             ) -> tuple[dict[IterVar, Expr], dict[Var, tuple[Expr, Expr]]]:
+        """The attach stage's root axis values (range min + offset) with its loops in
+        `inner_relax` running whole (`relaxed_pass_up`), and the ranges of the variables that
+        adds."""
+        ext = self.extents[id(parent)]
+        whole = {iv for iv in parent.leaf_iter_vars if iv.var in inner_relax}
+        vals, ranges = relaxed_pass_up(parent, ext, {iv: iv.var for iv in parent.leaf_iter_vars}, whole)
+        return {iv: r.min + vals[iv] for iv, r in self.ranges[id(parent)].items()}, ranges
+
+    @staticmethod
+    def _bound(value: Expr, relax: dict[Var, tuple[Expr, Expr]]) -> tuple[Expr, Expr]:
+        """[lo, hi] of a root value: loops outside the region's relaxed ones stay symbolic."""
+        b = symbolic_bound(value, relax, _const_value)
+        assert b is not None    # root values are sums and products of loop variables
+        return b
 
     def _enclosing_threads(self, stage: Stage, pos: int) -> dict[Var, tuple[Expr, Expr]]:
         """threadIdx and vthread loops at or outside `stage`'s leaf `pos`, up the attach chain."""
@@ -201,16 +246,8 @@ class BoundInference:
 
     def _consumer_relax(self, st: Stage, consumer: Stage, parent: Stage, pos: int,
                         inner_relax: dict[Var, tuple[Expr, Expr]]) -> dict[Var, tuple[Expr, Expr]]:
-        """How each root variable of `consumer` ranges inside the attach loop of `st`."""
-        if consumer is parent:
-            values = self.root_values(parent)
-            relax: dict[Var, tuple[Expr, Expr]] = {}
-            for iv, v in values.items():
-                b = symbolic_bound(v, inner_relax, _const_value)
-                assert b is not None
-                relax[iv.var] = b
-            # root values outside the region's relaxed loops are exact and already symbolic
-            return relax
+        """How each root variable of `consumer`, a stage computed inside the attach loop of `st`
+        (not that loop's own stage), ranges there."""
         if not self._inside(consumer, parent, pos):
             assert st.attach_ivar is not None   # st is attached at parent's loop
             raise ScheduleError(

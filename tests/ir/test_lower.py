@@ -67,6 +67,31 @@ def test_compute_at_a_fused_and_split_axis_takes_the_tile_not_whole_rows():
     assert "allocate B[float32 x 16] in local" in str(autotune.lower(s, [A, C]))
 
 
+def test_compute_at_over_a_split_with_a_tail_takes_the_axis_not_the_split():
+    """Both halves of j's split by 4 inside the attach loop: B's region is j's 13 columns (the
+    tail's guard skips the rest), not the 16 of 4 x 4; a split again (the grouped conv's
+    channels in groups, then blocks) takes its parent's extent too."""
+    A = te.placeholder((6, 13), name="A")
+    B = te.compute((6, 13), lambda i, j: A[i, j] * 2.0, name="B")
+    C = te.compute((6, 13), lambda i, j: B[i, j] + 1.0, name="C")
+    s = te.create_schedule(C.op)
+    s[C].split(C.op.axis[1], 4)
+    s[B].compute_at(s[C], C.op.axis[0])
+    assert "allocate B[float32 x 13] in local" in str(autotune.lower(s, [A, C]))
+    D = te.compute((6, 39), lambda i, j: A[i, j % 13] * 2.0, name="D")
+    E = te.compute((6, 39), lambda i, f: D[i, (f // 13) * 13 + f % 13] + 1.0, name="E")
+    s = te.create_schedule(E.op)
+    g, r = s[E].split(E.op.axis[1], 13)
+    s[E].split(r, 4)
+    s[D].compute_at(s[E], g)
+    func = autotune.lower(s, [A, E])
+    assert "allocate D[float32 x 13] in local" in str(func)
+    out = np.empty((6, 39), "float32")
+    a = np.random.default_rng(0).standard_normal((6, 13)).astype("float32")
+    autotune.build(s, [A, E])(a, out)
+    np.testing.assert_allclose(out, np.tile(a * 2.0 + 1.0, 3), rtol=1e-6)
+
+
 def test_vectorized_tail_is_versioned_not_scalarized():
     A, B = _vadd(10)
     s = te.create_schedule(B.op)
