@@ -68,10 +68,16 @@ class CpuFacts:
     l1d_bytes: int        # per-core level-1 data cache
     l2_bytes: int         # per-core level-2 cache
     cores: int            # cores the parallel loops may use
+    half_pumped: bool = False   # 64-byte vectors run as two 32-byte halves (Zen 4's AVX-512)
 
     def lanes(self, dtype_bytes: int) -> int:
         """Elements of one vector register."""
         return max(1, self.vector_bytes // dtype_bytes)
+
+    def unit_lanes(self, dtype_bytes: int) -> int:
+        """Elements one vector operation's execution takes at a time: half a register where
+        it is half-pumped, so a vector of at most that many elements costs half a full one."""
+        return max(1, self.lanes(dtype_bytes) // (2 if self.half_pumped else 1))
 
     @property
     def vector_registers(self) -> int:
@@ -83,6 +89,11 @@ class CpuFacts:
 # The CPU code generator loads a vector whose lanes are 2 to this many elements apart as one
 # load of the span and a shuffle (a gather beyond): schedules rely on strides up to it.
 MAX_SHUFFLED_STRIDE = 4
+
+# CPUs whose AVX-512 executes on 256-bit units, each 64-byte operation as two halves: by LLVM
+# name (a target's -mcpu), and by the OS's (vendor, family) of the host
+HALF_PUMPED_AVX512 = frozenset({"znver4"})
+HALF_PUMPED_FAMILIES = frozenset({("AuthenticAMD", "25")})
 
 # cache sizes assumed where the OS does not say (a common x86 core of the last decade)
 FALLBACK_CACHES = {1: 32 * 1024, 2: 1024 * 1024}
@@ -164,7 +175,8 @@ class Target:
         features = set(self.features if self.features is not None else _host_cpu_flags())
         width = 64 if "avx512f" in features else 32 if features & {"avx", "avx2"} else 16
         caches = _host_caches()
-        return CpuFacts(width, caches[1], caches[2], self.cores or usable_cores())
+        half_pumped = width == 64 and (self.mcpu in HALF_PUMPED_AVX512 if self.mcpu else _host_half_pumped())
+        return CpuFacts(width, caches[1], caches[2], self.cores or usable_cores(), half_pumped)
 
     @property
     def limits(self) -> GpuLimits | None:
@@ -250,14 +262,26 @@ def _host_target() -> Target:
 @functools.cache
 def _host_cpu_flags() -> frozenset[str]:
     """The host CPU's feature flags as the OS lists them (Linux /proc/cpuinfo; empty elsewhere)."""
+    return frozenset(_cpuinfo(("flags", "Features")).split())
+
+
+def _host_half_pumped() -> bool:
+    """Whether the host's AVX-512 runs on 256-bit units, as the OS names the CPU (without
+    starting LLVM): AMD's family 25 (0x19) with AVX-512 is Zen 4."""
+    return (_cpuinfo(("vendor_id",)), _cpuinfo(("cpu family",))) in HALF_PUMPED_FAMILIES
+
+
+def _cpuinfo(names: tuple[str, ...]) -> str:
+    """The value of the first /proc/cpuinfo line whose key is one of `names` ("" if none)."""
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
-                if line.startswith(("flags", "Features")):
-                    return frozenset(line.split(":", 1)[1].split())
+                key, _, value = line.partition(":")
+                if key.strip() in names:
+                    return value.strip()
     except OSError:
         pass
-    return frozenset()
+    return ""
 
 
 @functools.cache

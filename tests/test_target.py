@@ -217,3 +217,23 @@ def test_cpu_facts_come_from_the_targets_features_without_starting_llvm():
     assert out == ["32", "3", "8", "16", "2", "True", "True", "False"]
     with pytest.raises(ValueError, match="only llvm targets"):
         _ = Target.parse("cuda -arch=sm_90").cpu
+
+
+@pytest.mark.parametrize("key, half", [
+    ("llvm -mcpu=znver4 -features=avx2,avx512f,fma -cores=2", True),     # AVX-512 on 256-bit units
+    ("llvm -mcpu=znver5 -features=avx2,avx512f,fma -cores=2", False),
+    ("llvm -mcpu=sapphirerapids -features=avx2,avx512f,fma -cores=2", False),
+    ("llvm -mcpu=znver4 -features=avx2,fma -cores=2", False),            # no 64-byte vectors to halve
+])
+def test_a_half_pumped_avx512_is_a_fact_of_the_cpu(key, half):
+    facts = Target.from_key(key).cpu
+    assert facts.half_pumped is half
+    assert facts.unit_lanes(4) == (8 if half else facts.lanes(4))
+
+
+def test_the_host_is_half_pumped_as_the_os_names_it(monkeypatch):
+    fields = {"vendor_id": "AuthenticAMD", "cpu family": "25", "flags": "avx2 fma avx512f"}
+    monkeypatch.setattr("autotune.target._cpuinfo", lambda names: next(fields[n] for n in names if n in fields))
+    assert Target.parse("llvm").cpu.half_pumped
+    fields["cpu family"] = "26"
+    assert not Target.parse("llvm").cpu.half_pumped

@@ -52,7 +52,7 @@ def row(C, F, L, K, stride=1, dilation=1, groups=1):
     (row(256, 256, 501, 7), "nchwc"),
 ])
 def test_the_default_rule(geometry, first):
-    assert row_algorithms(geometry, 1, VectorTarget(16, 32, L2_FLOATS), True)[0] == first
+    assert row_algorithms(geometry, 1, VectorTarget(16, 32, L2_FLOATS, 16), True)[0] == first
 
 
 @pytest.mark.parametrize("geometry, first", [
@@ -61,4 +61,4 @@ def test_the_default_rule(geometry, first):
     (row(256, 360, 500, 1), "gemm"),      # 1x1 on 16 registers: the GEMM (conv2d's rule)
 ])
 def test_the_default_rule_with_16_registers(geometry, first):
-    assert row_algorithms(geometry, 1, VectorTarget(8, 16, L2_FLOATS), True)[0] == first
+    assert row_algorithms(geometry, 1, VectorTarget(8, 16, L2_FLOATS, 8), True)[0] == first

@@ -327,23 +327,6 @@ def test_a_depthwise_conv_blocks_one_vector_of_channels():
 
 
 @pytest.mark.usefixtures("rule_caches")
-@pytest.mark.parametrize("target, lanes, C, F, groups, want", [
-    (AVX512, 16, 40, 320, 4, 16),   # 80 filters per group: 20 (a vector and a quarter) divides them, 16 is taken
-    (AVX512, 16, 30, 300, 3, 10),   # 100 per group: no multiple of 16 divides, one vector of 10 lanes
-    (AVX512, 16, 48, 96, 4, 12),    # 24 per group: 12, not 24
-    (AVX2, 8, 48, 96, 4, 8),
-])
-def test_grouped_blocks_are_at_most_a_vector_or_whole_vectors(target, lanes, C, F, groups, want):
-    space = ConfigSpace(Target.from_key(target))
-    space.define_knob("algorithm", ["nchwc"])
-    g = conv_geometry("conv2d", C, F, (17, 17), (3, 3), 1, 1, 1, groups)
-    nchwc.define_knobs(space, g, 1, "float32", when=("algorithm", ("nchwc",)))
-    offered = [e.val for e in space.knobs["nchwc_oc_bn"].entities]
-    assert offered[0] == want
-    assert all(v <= lanes or v % lanes == 0 for v in offered) and F // groups % want == 0
-
-
-@pytest.mark.usefixtures("rule_caches")
 @pytest.mark.parametrize("C, F, OW, KH, want", [
     # 256 x 9 x 32 weights per output block overflow the L1: 7 rows x 14 x 32 accumulators fit its half
     (256, 256, 14, 3, 7),

@@ -14,7 +14,9 @@ arrive blocked (N x C/b x H x W x b: data_vec is then a copy of whole vectors wi
 padding, or X itself when there is none) and the output may leave blocked (`blocked_output`,
 whole vectors per store): ic_bn then divides b, oc_bn is a multiple of it.
 The zero tails keep the inner loops free of branches, so F and C need not be multiples of the
-blocks; with groups, oc_bn divides F/G so that no output block straddles two groups. The repack of X
+blocks; with groups, no output block straddles two: oc_bn divides F/G, or each group's last
+block is zero-padded (`padded_groups`: a group is then one output block of the parallel loop,
+its conv block holding the group's blocks, the weights of which its next rows reuse). The repack of X
 and the unpack are transposes: a loop over one block's channels (or columns), unrolled, around a
 vector along the other axis, each vector a strided read, which the codegen reads together as
 contiguous rows and shuffles (`codegen.llvm_transpose`; before, LLVM's SLP vectoriser made the
@@ -46,6 +48,7 @@ from .conv2d_nchwc_knobs import (
     define_knobs as define_knobs,
     flat_geometry,
     packed_extent,
+    padded_groups,
     per_group,
     read_extent,
     subsampled,
@@ -119,17 +122,31 @@ def pad_blocked(X: te.Tensor, g: ConvGeometry, ic_bn: int) -> tuple[te.Tensor, t
     return te.compute(shape, elem, name="data_vec"), _packed_steps(g)
 
 
-def pack_kernel(Wt: te.Tensor, ic_bn: int, oc_bn: int) -> te.Tensor:
-    """W as F/oc_bn x Cg/ic_bn x KH x KW x ic_bn x oc_bn, zero in the channel tails."""
+def pack_kernel(Wt: te.Tensor, ic_bn: int, oc_bn: int, groups: int = 1) -> te.Tensor:
+    """W as FB x Cg/ic_bn x KH x KW x ic_bn x oc_bn, zero in the channel tails: FB = F/oc_bn
+    blocks, or with groups whose F/G oc_bn does not divide (`padded_groups`) F/G/oc_bn blocks
+    per group, each group's last one zero-padded."""
     F, Cg, KH, KW = Wt.shape
-    FB, CB, zero = -(-F // oc_bn), -(-Cg // ic_bn), te.const(0, Wt.dtype)
+    CB, zero = -(-Cg // ic_bn), te.const(0, Wt.dtype)
+    Fg = F // groups
+    FBg = -(-Fg // oc_bn)
+    padded = padded_groups(groups, Fg, oc_bn)
+
+    def filter_of(fo: Any, fi: Any) -> tuple[Any, list[Any]]:
+        """The filter at lane fi of block fo, and the conditions for it to exist."""
+        if padded:
+            local = (fo % FBg) * oc_bn + fi
+            return (fo // FBg) * Fg + local, [local < Fg]
+        f = fo * oc_bn + fi
+        return f, [f < F] if F % oc_bn else []
 
     def elem(fo: Any, cb: Any, ky: Any, kx: Any, ci: Any, fi: Any) -> Any:
-        f, c = fo * oc_bn + fi, cb * ic_bn + ci
-        inside = ([f < F] if F % oc_bn else []) + ([c < Cg] if Cg % ic_bn else [])
+        (f, inside), c = filter_of(fo, fi), cb * ic_bn + ci
+        inside = inside + ([c < Cg] if Cg % ic_bn else [])
         value = Wt[f, c, ky, kx]
         return te.if_then_else(te.all(*inside), value, zero) if inside else value
 
+    FB = groups * FBg if padded else -(-F // oc_bn)
     return te.compute((FB, CB, KH, KW, ic_bn, oc_bn), elem, name="kernel_vec")
 
 
@@ -169,11 +186,21 @@ def blocked_conv(D: te.Tensor, K: te.Tensor, g: ConvGeometry, oc_bn: int, steps:
 
 def unpack(conv: te.Tensor, g: ConvGeometry, epilogue: Epilogue | None, flat: bool = False) -> te.Tensor:
     """The NCHW output (epilogue applied) of the blocked conv; `flat`: of the conv over the
-    image as one row (`flat_view`), read at y * OW + x."""
+    image as one row (`flat_view`), read at y * OW + x. Channel f is lane f % oc_bn of block
+    f // oc_bn, or with padded groups lane r % oc_bn of its group's block r // oc_bn, r = f % (F/G)."""
     N, oc_bn, OW = conv.shape[0], conv.shape[-1], g.out[1]
+    Fg = per_group(g)[1]
+    padded = not g.depthwise and padded_groups(g.groups, Fg, oc_bn)
+
+    def channel(f: Any) -> tuple[Any, Any]:
+        if not padded:
+            return f // oc_bn, f % oc_bn
+        r = f % Fg
+        return (f // Fg) * -(-Fg // oc_bn) + r // oc_bn, r % oc_bn
 
     def elem(n: Any, f: Any, y: Any, x: Any) -> Any:
-        v = conv[n, f // oc_bn, 0, y * OW + x, f % oc_bn] if flat else conv[n, f // oc_bn, y, x, f % oc_bn]
+        block, lane = channel(f)
+        v = conv[n, block, 0, y * OW + x, lane] if flat else conv[n, block, y, x, lane]
         return v if epilogue is None else epilogue(v, (n, f, y, x))
 
     return te.compute((N, g.out_channels, *g.out), elem, name="Y" if epilogue is None else "out")
@@ -194,17 +221,25 @@ def blocked_output(conv: te.Tensor, g: ConvGeometry, epilogue: Epilogue | None, 
 
 # ---- schedule -----------------------------------------------------------------------------------
 
-def _schedule_output(s: Schedule, out: te.Tensor, oc_bn: int, rows: int, vector: int) -> Any:
+def _schedule_output(s: Schedule, out: te.Tensor, oc_bn: int, rows: int, vector: int, group: int = 0) -> Any:
     """out's (n, oc block, block of `rows`) loop in parallel; inside it, per row and `vector`
     columns, the oc_bn channels unrolled, each a vector read from the local conv block at a
     stride of oc_bn (together a transposed block, which the codegen reads as rows and shuffles),
-    with the epilogue. Returns the parallel loop, where the conv block goes."""
+    with the epilogue. Returns the parallel loop, where the conv block goes. With padded groups
+    of `group` channels, the loop is over (n, group, block of rows): a block does not straddle
+    two groups, so the conv block holds the group's blocks."""
     n, f, y, x = out.op.axis
-    fo, fi = s[out].split(f, oc_bn)
     yo, yi = s[out].split(y, rows)
     xo, xi = s[out].split(x, vector)
-    s[out].reorder(n, fo, yo, yi, xo, fi, xi)
-    block = s[out].fuse(n, fo, yo)
+    if group:
+        fg, fr = s[out].split(f, group)
+        fro, fi = s[out].split(fr, oc_bn)
+        s[out].reorder(n, fg, yo, fro, yi, xo, fi, xi)
+        block = s[out].fuse(n, fg, yo)
+    else:
+        fo, fi = s[out].split(f, oc_bn)
+        s[out].reorder(n, fo, yo, yi, xo, fi, xi)
+        block = s[out].fuse(n, fo, yo)
     s[out].parallel(block)
     s[out].unroll(fi)
     s[out].vectorize(xi)
@@ -296,7 +331,7 @@ def build(cfg: Any, X: te.Tensor, Wt: te.Tensor, g: ConvGeometry, epilogue: Epil
     ic_bn = oc_bn if g.depthwise else cfg["nchwc_ic_bn"].val
     source, conv_g = flat_view(X, g) if flat else (X, g)
     D, steps = pad_blocked(X, g, ic_bn) if X.ndim == 5 else pack_data(source, conv_g, ic_bn)
-    K = pack_depthwise_kernel(Wt, oc_bn) if g.depthwise else pack_kernel(Wt, ic_bn, oc_bn)
+    K = pack_depthwise_kernel(Wt, oc_bn) if g.depthwise else pack_kernel(Wt, ic_bn, oc_bn, g.groups)
     conv = blocked_conv(D, K, conv_g, oc_bn, steps)
     out = blocked_output(conv, g, epilogue, out_block) if out_block else unpack(conv, g, epilogue, flat)
     final = finish(out) if finish else out
@@ -304,10 +339,13 @@ def build(cfg: Any, X: te.Tensor, Wt: te.Tensor, g: ConvGeometry, epilogue: Epil
     if flat:
         s[source].compute_inline()
     _schedule_packing(s, D, K, lanes(cfg, X.dtype))
-    schedule_output = _schedule_blocked_output if out_block else _schedule_output
     block_rows = 0 if g.depthwise else cfg["nchwc_block_rows"].val
     rows = g.out[0] if flat else block_rows or cfg["nchwc_oh_bn"].val
-    block = schedule_output(s, out, oc_bn, rows, lanes(cfg, out.dtype))
+    if out_block:
+        block = _schedule_blocked_output(s, out, oc_bn, rows, lanes(cfg, out.dtype))
+    else:
+        group = per_group(g)[1] if not g.depthwise and padded_groups(g.groups, per_group(g)[1], oc_bn) else 0
+        block = _schedule_output(s, out, oc_bn, rows, lanes(cfg, out.dtype), group)
     _schedule_conv(cfg, s, conv, K, out, block, block_rows)
     return s, final
 

@@ -26,14 +26,26 @@ registers of the target (32 with AVX-512, else 16):
              0.73 / 1.05, 144 at 56x56 3x3 stride 2 0.64 / 1.13, 48 at 97x97 7x7 stride 2 0.48 /
              1.09; level at 7x7: 768 channels with 7x7 taps 1.02 / 1.01, and 960 with 3x3 1.54 / 1.17,
              where NCHW's default ran 4.02); capped by F/G rounded up to a power of two, its
-             zero tail computed (grouped: the largest divisor of F/G within that): 12 filters
+             zero tail computed: 12 filters
              in a 12-lane vector put the accumulators of a row wider than the register file in
              masked loads and stores (32 -> 12 at 56x56 5x5, x onnxruntime: 12 lanes 0.04, 16
              lanes 1.42; 12 -> 12 at 45x45 0.04 / 1.42). A grouped conv's blocks are at most L
              lanes or whole vectors, the only values its knob offers: a vector and part of one
              ran 10x slower than either neighbour (Zen 5, 2 threads, 3x3, x onnxruntime: 40 -> 320
              at 16x16 in 4 groups, 20 / 16 lanes 0.13 / 1.19; 30 -> 300 at 17x17 in 3, 25 / 20 / 10
-             0.08 / 0.07 / 0.90; 48 -> 96 at 28x28 in 4, 24 / 12 0.09 / 1.48)
+             0.08 / 0.07 / 0.90; 48 -> 96 at 28x28 in 4, 24 / 12 0.09 / 1.48). Where L does not
+             divide F/G, the block of the fewest vector operations (`_vector_operations`: a block of
+             under L lanes is a vector of the next power of two, and costs one operation per
+             execution unit it spans, half a register on a half-pumped AVX-512) of the divisors
+             and, where a group holds a vector, the image more than a row and the group's weights
+             fit half the L2, of whole vectors zero-padding each group (`padded_groups`: the
+             group is then one output block); on a tie no padding, then the wider. Zen 4
+             (half-pumped), 2 threads, in turns, us, the old rule's largest divisor / the pick:
+             30 -> 300 at 17x17 in 3, 10 / 16 padded 131-134 / 119-120; 360 at 28x28 in 9, 10 /
+             8 1628-1794 / 1201-1244 (16 padded 1212-1240); 48 -> 96 at 28x28 in 4, 12 / 8 120 /
+             100; 336 at 28x28 stride 2 in 14, 12 / 8 883-1035 / 728-820; 168 a group at 14x14
+             and 7x7, 14 / 8 5137 / 4445, 2441 / 1645; padded blocks whose group's weights pass
+             the L2 ran 2-3x slower (168 and 232 a group at 14x14)
   reg_n      columns per register tile: the largest divisor (>= 4) of OW such that the tile's
              accumulators, oc_bn/L per position, leave a register per weight vector and one for
              the broadcast input: reg_n <= (R - oc_bn/L - 1) / (oc_bn/L); else the largest fitting.
@@ -181,6 +193,12 @@ def packed_extent(g: ConvGeometry, axis: int) -> int:
     return g.out[axis] if subsampled(g, axis) else read_extent(g, axis)
 
 
+def padded_groups(groups: int, Fg: int, oc_bn: int) -> bool:
+    """Whether each of `groups` groups of Fg output channels ends in a zero-padded block of oc_bn
+    (so that no block straddles two groups)."""
+    return groups > 1 and Fg % oc_bn != 0
+
+
 def _blocked_channels(g: ConvGeometry) -> int:
     """The output channels that oc_bn blocks: one group's, or every channel of a depthwise conv."""
     return g.out_channels if g.depthwise else per_group(g)[1]
@@ -193,22 +211,46 @@ def _capped(values: Sequence[int], cap: int) -> list[int]:
 
 
 def _oc_options(g: ConvGeometry, L: int, out_block: int) -> list[int]:
-    """Output channel blocks; with groups only divisors of F/groups (no block straddles two) of
-    at most L lanes or whole vectors (module docstring); with a blocked output, multiples of its
-    block (each tile writes whole blocks)."""
+    """Output channel blocks; with groups the divisors of F/groups of at most L lanes or whole
+    vectors, and where a group holds a vector and the image more than one row, whole vectors
+    that pad each group (module docstring); with a blocked output, multiples of its block (each
+    tile writes whole blocks)."""
     Fg = _blocked_channels(g)
     if out_block:
         return [v for v in (out_block, 2 * out_block, 4 * out_block) if v == out_block or v <= Fg]
     if g.groups > 1 and not g.depthwise:
-        return [v for v in range(1, min(Fg, _BLOCKS[-1]) + 1) if Fg % v == 0 and (v <= L or v % L == 0)]
+        divisors = {v for v in range(1, min(Fg, _BLOCKS[-1]) + 1) if Fg % v == 0 and (v <= L or v % L == 0)}
+        pads = Fg >= L and g.out[0] > 1
+        padding = {v for v in (L, 2 * L, 4 * L) if pads and v <= min(_BLOCKS[-1], -(-Fg // L) * L)}
+        return sorted(divisors | padding)
     return _capped(_BLOCKS[2:], 1 << (Fg - 1).bit_length())
 
 
-def _pick_oc(g: ConvGeometry, L: int, options: list[int]) -> int:
-    F = _blocked_channels(g)
+def _pick_oc(g: ConvGeometry, target: VectorTarget, options: list[int]) -> int:
+    F, L = _blocked_channels(g), target.lanes
     as_wide = -(-F // (2 * L)) * 2 == -(-F // L)          # 2L blocks pad F no further than L blocks
     want = 2 * L if as_wide and (F >= 4 * L or per_group(g)[0] < L) and not g.depthwise else L
-    return max([v for v in options if v <= want] or [min(options)])
+    if g.groups == 1 or g.depthwise or F % L == 0:
+        return max([v for v in options if v <= want] or [min(options)])
+    fitting = [v for v in options if v <= want and (not padded_groups(g.groups, F, v)
+                                                     or _group_weights_fit(g, v, target))]
+    return min(fitting or [min(options)],
+               key=lambda v: (_vector_operations(F, v, target), padded_groups(g.groups, F, v), -v))
+
+
+def _vector_operations(F: int, oc_bn: int, target: VectorTarget) -> int:
+    """Vector operations per output position and input channel for F channels in blocks of
+    oc_bn, in the target's execution units: a block of fewer than L lanes is a vector of the
+    next power of two (LLVM widens it), which costs one unit-wide operation per unit it spans."""
+    width = oc_bn if oc_bn % target.lanes == 0 else 1 << (oc_bn - 1).bit_length()
+    return -(-F // oc_bn) * -(-width // target.unit_lanes)
+
+
+def _group_weights_fit(g: ConvGeometry, oc_bn: int, target: VectorTarget) -> bool:
+    """Whether one group's weights, padded to blocks of oc_bn, fit half a core's L2: a padded
+    group is one output block (`conv2d_nchwc`), whose consecutive row blocks then reuse them."""
+    Cg, Fg = per_group(g)
+    return Cg * g.kernel[0] * g.kernel[1] * -(-Fg // oc_bn) * oc_bn <= target.l2_elements // 2
 
 
 def _tile_positions(registers: int, g: ConvGeometry, oc_bn: int, L: int) -> int:
@@ -285,7 +327,7 @@ def default_tile(g: ConvGeometry, target: VectorTarget, out_block: int = 0) -> t
     rules (module docstring)."""
     L, registers = target.lanes, target.registers
     (OH, OW), oc_options = g.out, _oc_options(g, L, out_block)
-    oc_bn = _pick_oc(g, L, oc_options)
+    oc_bn = _pick_oc(g, target, oc_options)
     budget = _tile_positions(registers, g, oc_bn, L)
     columns = _capped(_COLUMNS, OW)
     reg_n = _pick_columns(OW, budget, columns, 8 if _unrolled_depthwise(g) else 4)

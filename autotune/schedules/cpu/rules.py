@@ -39,15 +39,18 @@ def l2_elements(cfg: Any, dtype: str) -> int:
 
 class VectorTarget(NamedTuple):
     """The target as a register tile's rule sees it for one dtype: elements per vector register,
-    architectural vector registers, and elements one core's L2 holds."""
+    architectural vector registers, elements one core's L2 holds, and elements a vector
+    operation executes at a time (`CpuFacts.unit_lanes`)."""
     lanes: int
     registers: int
     l2_elements: int
+    unit_lanes: int
 
 
 def vector_target(cfg: Any, dtype: str) -> VectorTarget:
     """The `VectorTarget` of the config space's target for `dtype`."""
-    return VectorTarget(lanes(cfg, dtype), vector_registers(cfg), l2_elements(cfg, dtype))
+    return VectorTarget(lanes(cfg, dtype), vector_registers(cfg), l2_elements(cfg, dtype),
+                        cpu_facts(cfg).unit_lanes(dtype_info(dtype).bytes))
 
 
 def first(chosen: Any, others: Sequence[Any]) -> list[Any]:
