@@ -34,7 +34,7 @@ from ..ir.nodes import (
     Store,
 )
 from ..te.expr import And, Binary, Call, Cast, Compare, Const, Expr, Not, Or, Select, Var
-from . import llvm_helpers as h
+from . import llvm_helpers as h, llvm_vectors as vec
 from .llvm_abi import NUM_THREADS_SYMBOL, define_heap_table, entry_symbol, status_error
 from .llvm_access import is_contiguous, is_short_stride, rising_window, short_spread
 from .llvm_helpers import I32, PTR, VOID
@@ -314,17 +314,17 @@ class LLVMCodegen:
                 value = b.select(mask, value, h.const_like(value.type, 0))
         elif is_contiguous(e.index):
             ptr = h.element_ptr(b, base, self.index(e.index.base), elem)
-            value = h.load_vector(b, ptr, h.vector_of(elem, e.lanes), mask, self._masks_tails(e.buffer))
+            value = vec.load_vector(b, ptr, h.vector_of(elem, e.lanes), mask, self._masks_tails(e.buffer))
         elif is_short_stride(e.index) and e.lanes > 1:
             ptr = h.element_ptr(b, base, self.index(e.index.base), elem)
             stride = cast(Const, e.index.stride).value
-            value = h.load_strided(b, ptr, h.vector_of(elem, e.lanes), int(stride), mask)
+            value = vec.load_strided(b, ptr, h.vector_of(elem, e.lanes), int(stride), mask)
         elif (spread := short_spread(e.index)) is not None:
             start, picks = spread
             ptr = h.element_ptr(b, base, self.index(start), elem)
-            value = h.load_spread(b, ptr, h.vector_of(elem, e.lanes), picks, mask, self._masks_tails(e.buffer))
+            value = vec.load_spread(b, ptr, h.vector_of(elem, e.lanes), picks, mask, self._masks_tails(e.buffer))
         elif mask is None and rising_window(e):
-            value = h.load_window(b, base, self.index(e.index), elem)
+            value = vec.load_window(b, base, self.index(e.index), elem)
         else:
             index = self.index(e.index)
             if mask is not None:    # masked-off lanes read element 0, which always exists
@@ -333,7 +333,7 @@ class LLVMCodegen:
                 value = b.load(h.element_ptr(b, base, index, elem), typ=elem,
                                align=h.element_bytes(elem))
             else:
-                value = h.gather(b, base, index, elem)
+                value = vec.gather(b, base, index, elem)
             if mask is not None:
                 value = b.select(mask, value, h.const_like(value.type, 0))
         if e.dtype == "bool":
@@ -380,10 +380,10 @@ class LLVMCodegen:
             value = b.zext(value, h.vector_of(elem, lanes))
         mask = self._mask(s.predicate, lanes)
         if is_contiguous(s.index):
-            h.store_vector(b, value, h.element_ptr(b, base, self.index(s.index.base), elem), mask,
+            vec.store_vector(b, value, h.element_ptr(b, base, self.index(s.index.base), elem), mask,
                            self._masks_tails(s.buffer))
         elif lanes > 1:
-            h.scatter(b, value, base, self.index(s.index), mask)
+            vec.scatter(b, value, base, self.index(s.index), mask)
         else:
             with (b.if_then(mask) if mask is not None else contextlib.nullcontext()):
                 b.store(value, h.element_ptr(b, base, self.index(s.index), elem),

@@ -11,7 +11,7 @@ from ..ir.nodes import Load, Ramp
 from ..target import MAX_SHUFFLED_STRIDE
 from ..te.expr import Binary, BinOp, Const, Expr
 from .jit import permutes_vectors
-from .llvm_helpers import WINDOW_LANES
+from .llvm_vectors import WINDOW_LANES
 
 
 def is_contiguous(index: Expr) -> TypeGuard[Ramp]:

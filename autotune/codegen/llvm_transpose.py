@@ -19,7 +19,7 @@ from ..ir.passes.simplify import linear
 from ..target import MAX_SHUFFLED_STRIDE
 from ..te.expr import Const, Expr
 from ..te.traversal import walk
-from . import llvm_helpers as h
+from . import llvm_helpers as h, llvm_vectors as vec
 from .llvm_helpers import I32
 
 if TYPE_CHECKING:
@@ -161,7 +161,7 @@ def read_block(b: ir.IRBuilder, base: ir.Value, start: ir.Value, stride: int, bl
             lane = predicate if h.lanes_of(predicate) == 1 else b.extract_element(predicate, ir.Constant(I32, j))
             on = b.and_(h.splat(b, lane, size), first_k)
         ptr = h.element_ptr(b, base, b.add(start, ir.Constant(start.type, j * stride)), elem)
-        rows.append(h.load_vector(b, ptr, vty, on))
+        rows.append(vec.load_vector(b, ptr, vty, on))
     rows += [ir.Constant(vty, ir.Undefined)] * (size - lanes)
     columns = transpose(b, rows)[:k]
     if size == lanes:

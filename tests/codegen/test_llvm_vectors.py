@@ -182,14 +182,25 @@ def build_masked_tails(func: PrimFunc, masked_tails: bool) -> BuiltFunction:
     return BuiltFunction(func, jit.compile_ir(text, entry_symbol(func)), text)
 
 
-@settings(max_examples=25, deadline=None)
-@given(lanes=st.sampled_from([3, 5, 6, 7, 12, 14, 24, 28]), blocks=st.integers(1, 4), cut=st.integers(0, 30),
+def pieces(lanes):
+    """The lane counts of the pieces an access of `lanes` is made in with masked tails:
+    powers of two while more than a register (16 floats) and not a power of two, then the rest."""
+    out = []
+    while lanes > 16 and lanes & (lanes - 1):
+        out.append(1 << (lanes.bit_length() - 1))
+        lanes -= out[-1]
+    return [*out, lanes]
+
+
+@settings(max_examples=30, deadline=None)
+@given(lanes=st.sampled_from([3, 5, 6, 7, 12, 14, 24, 28, 75, 80]), blocks=st.integers(1, 4), cut=st.integers(0, 30),
        masked_tails=st.booleans())
 def test_odd_lane_counts_are_one_masked_access_of_the_next_power_of_two(lanes, blocks, cut, masked_tails):
     """With masked tails (AVX-512), a contiguous access of 14 lanes is one masked access of 16
     (LLVM would split it into 8 + 4 + 2); the buffers end at the last lane, and a predicate
-    still masks its lanes. A local buffer (a register tile) keeps plain loads and stores, which
-    LLVM promotes to registers."""
+    still masks its lanes. Beyond a register, plain pieces of a power of two and the rest so
+    (75: 64 plain + 11 of a masked 16; 80: 64 + 16, none masked). A local buffer (a register
+    tile) keeps plain loads and stores, which LLVM promotes to registers."""
     n = blocks * lanes
     A, B, P = Buffer("A", (n,), "float32"), Buffer("B", (n,), "float32"), Buffer("P", (n,), "float32")
     T = Buffer("T", (lanes,), "float32", "local")
@@ -205,10 +216,12 @@ def test_odd_lane_counts_are_one_masked_access_of_the_next_power_of_two(lanes, b
     f(a, twice_a, masked)
     np.testing.assert_array_equal(twice_a, a * 2)
     np.testing.assert_array_equal(masked, np.where(np.arange(n) < n - cut, a, -1))
-    wide = 1 << (lanes - 1).bit_length()
     raw = f.get_source("ll-raw")
-    assert (f"masked.load.v{wide}f32" in raw) == masked_tails
-    assert (f"masked.store.v{wide}f32" in raw) == masked_tails
+    *heads, rest = pieces(lanes) if masked_tails else [lanes]
+    wide = 1 << (rest - 1).bit_length()
+    assert (f"masked.load.v{wide}f32" in raw) == (masked_tails or wide == lanes)    # P's predicated load
+    assert (f"masked.store.v{wide}f32" in raw) == (masked_tails or wide == lanes)
+    assert all(f"load <{n} x float>" in raw and f"store <{n} x float>" in raw for n in heads)   # A and B
     assert f"store <{lanes} x float>" in raw              # the local tile: a plain store
 
 
