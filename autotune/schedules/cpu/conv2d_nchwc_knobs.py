@@ -26,14 +26,14 @@ registers of the target (32 with AVX-512, else 16):
              0.73 / 1.05, 144 at 56x56 3x3 stride 2 0.64 / 1.13, 48 at 97x97 7x7 stride 2 0.48 /
              1.09; level at 7x7: 768 channels with 7x7 taps 1.02 / 1.01, and 960 with 3x3 1.54 / 1.17,
              where NCHW's default ran 4.02); capped by F/G rounded up to a power of two, its
-             zero tail computed: 12 filters
-             in a 12-lane vector put the accumulators of a row wider than the register file in
-             masked loads and stores (32 -> 12 at 56x56 5x5, x onnxruntime: 12 lanes 0.04, 16
-             lanes 1.42; 12 -> 12 at 45x45 0.04 / 1.42). A grouped conv's blocks are at most L
-             lanes or whole vectors, the only values its knob offers: a vector and part of one
-             ran 10x slower than either neighbour (Zen 5, 2 threads, 3x3, x onnxruntime: 40 -> 320
-             at 16x16 in 4 groups, 20 / 16 lanes 0.13 / 1.19; 30 -> 300 at 17x17 in 3, 25 / 20 / 10
-             0.08 / 0.07 / 0.90; 48 -> 96 at 28x28 in 4, 24 / 12 0.09 / 1.48). Where L does not
+             zero tail computed: 12 filters in a 12-lane vector put the accumulators of a row
+             wider than the register file in masked loads and stores (32 -> 12 at 56x56 5x5, x
+             onnxruntime: 12 lanes 0.04, 16 lanes 1.42; 12 -> 12 at 45x45 0.04 / 1.42). A
+             grouped conv's blocks are at most L lanes or whole vectors, the only values its
+             knob offers: a vector and part of one ran 10x slower than either neighbour (Zen 5,
+             2 threads, 3x3, x onnxruntime: 40 -> 320 at 16x16 in 4 groups, 20 / 16 lanes 0.13 /
+             1.19; 30 -> 300 at 17x17 in 3, 25 / 20 / 10 0.08 / 0.07 / 0.90; 48 -> 96 at 28x28 in
+             4, 24 / 12 0.09 / 1.48). Where L does not
              divide F/G, the block of the fewest vector operations (`_vector_operations`: a block of
              under L lanes is a vector of the next power of two, and costs one operation per
              execution unit it spans, half a register on a half-pumped AVX-512) of the divisors
