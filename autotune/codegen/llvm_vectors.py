@@ -82,7 +82,7 @@ def load_vector(b: ir.IRBuilder, ptr: ir.Value, vty: ir.VectorType,
     head = _power_of_two_head(vty.count, vty.element, masked_tails)
     if head:
         elem, ranges = vty.element, ((0, head), (head, vty.count - head))
-        parts = [load_vector(b, element_ptr(b, ptr, ir.Constant(I64, lo), elem), vector_of(elem, n),
+        parts = [load_vector(b, element_ptr(b, ptr, ir.Constant(I64, lo), elem), ir.VectorType(elem, n),
                              _lanes_of(b, mask, lo, n), masked_tails) for lo, n in ranges]
         return _concat(b, *parts)
     lanes = _padded_lanes(vty.count, masked_tails)

@@ -6,6 +6,7 @@ import os
 import sys
 
 import numpy as np
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from autotune.codegen import BuiltFunction, build_module, jit
@@ -193,7 +194,7 @@ def pieces(lanes):
 
 
 @settings(max_examples=30, deadline=None)
-@given(lanes=st.sampled_from([3, 5, 6, 7, 12, 14, 24, 28, 75, 80]), blocks=st.integers(1, 4), cut=st.integers(0, 30),
+@given(lanes=st.sampled_from([3, 5, 6, 7, 12, 14, 24, 28, 33, 75, 80]), blocks=st.integers(1, 4), cut=st.integers(0, 30),
        masked_tails=st.booleans())
 def test_odd_lane_counts_are_one_masked_access_of_the_next_power_of_two(lanes, blocks, cut, masked_tails):
     """With masked tails (AVX-512), a contiguous access of 14 lanes is one masked access of 16
@@ -201,6 +202,15 @@ def test_odd_lane_counts_are_one_masked_access_of_the_next_power_of_two(lanes, b
     still masks its lanes. Beyond a register, plain pieces of a power of two and the rest so
     (75: 64 plain + 11 of a masked 16; 80: 64 + 16, none masked). A local buffer (a register
     tile) keeps plain loads and stores, which LLVM promotes to registers."""
+    check_odd_lanes(lanes, blocks, cut, masked_tails)
+
+
+@pytest.mark.parametrize("lanes", [17, 33])
+def test_a_piece_of_one_lane_past_a_power_of_two(lanes):
+    check_odd_lanes(lanes, 3, 5, True)
+
+
+def check_odd_lanes(lanes, blocks, cut, masked_tails):
     n = blocks * lanes
     A, B, P = Buffer("A", (n,), "float32"), Buffer("B", (n,), "float32"), Buffer("P", (n,), "float32")
     T = Buffer("T", (lanes,), "float32", "local")
