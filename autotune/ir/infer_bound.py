@@ -56,31 +56,22 @@ def relaxed_pass_up(stage: Stage, ext: dict[IterVar, int], leaf_value: dict[Iter
     whole = set(whole)
     value = dict(leaf_value)
     ranges: dict[Var, tuple[Expr, Expr]] = {}
-
     for rel in reversed(stage.relations):
-        if isinstance(rel, Split):
-            if rel.outer in whole and rel.inner in whole:
-                var = Var(f"{rel.parent.var.name}.whole")
-                value[rel.parent], ranges[var] = var, (Const(0, "int32"), Const(ext[rel.parent] - 1, "int32"))
-                whole.add(rel.parent)
-            else:
-                value[rel.parent] = value[rel.outer] * ext[rel.inner] + value[rel.inner]
-        else:
+        if isinstance(rel, Fuse):
             f, n = value[rel.fused], ext[rel.inner]
             value[rel.outer], value[rel.inner] = f // n, f % n
+        elif rel.outer in whole and rel.inner in whole:
+            var = Var(f"{rel.parent.var.name}.whole")
+            value[rel.parent], ranges[var] = var, (Const(0, "int32"), Const(ext[rel.parent] - 1, "int32"))
+            whole.add(rel.parent)
+        else:
+            value[rel.parent] = value[rel.outer] * ext[rel.inner] + value[rel.inner]
     return value, ranges
 
 
 def pass_up(stage: Stage, ext: dict[IterVar, int], leaf_value: dict[IterVar, Expr]) -> dict[IterVar, Expr]:
     """Offset of every axis (root ones included) given the values of the leaf axes."""
-    value = dict(leaf_value)
-    for rel in reversed(stage.relations):
-        if isinstance(rel, Split):
-            value[rel.parent] = value[rel.outer] * ext[rel.inner] + value[rel.inner]
-        elif isinstance(rel, Fuse):
-            f, n = value[rel.fused], ext[rel.inner]
-            value[rel.outer], value[rel.inner] = f // n, f % n
-    return value
+    return relaxed_pass_up(stage, ext, leaf_value, set())[0]
 
 
 def expanded_body(schedule: Schedule, stage: Stage) -> Expr:
