@@ -265,6 +265,7 @@ def _host_cpu_flags() -> frozenset[str]:
     return frozenset(_cpuinfo(("flags", "Features")).split())
 
 
+@functools.cache
 def _host_half_pumped() -> bool:
     """Whether the host's AVX-512 runs on 256-bit units, as the OS names the CPU (without
     starting LLVM): AMD's family 25 (0x19) with AVX-512 is Zen 4."""
