@@ -39,11 +39,11 @@ def _power_of_two_head(count: int, elem: ir.Type, masked_tails: bool) -> int:
     return 1 << (count.bit_length() - 1)
 
 
-def _lanes_of(b: ir.IRBuilder, mask: ir.Value | None, lo: int, n: int) -> ir.Value | None:
-    """Lanes lo to lo + n of `mask` (None: all on)."""
-    if mask is None:
+def _slice(b: ir.IRBuilder, v: ir.Value | None, lo: int, n: int) -> ir.Value | None:
+    """Lanes lo to lo + n of vector `v` (a mask's None, all on, stays None)."""
+    if v is None:
         return None
-    return b.shuffle_vector(mask, ir.Constant(mask.type, ir.Undefined), shuffle_indices(range(lo, lo + n)))
+    return b.shuffle_vector(v, ir.Constant(v.type, ir.Undefined), shuffle_indices(range(lo, lo + n)))
 
 
 def _concat(b: ir.IRBuilder, head: ir.Value, tail: ir.Value) -> ir.Value:
@@ -83,7 +83,7 @@ def load_vector(b: ir.IRBuilder, ptr: ir.Value, vty: ir.VectorType,
     if head:
         elem, ranges = vty.element, ((0, head), (head, vty.count - head))
         parts = [load_vector(b, element_ptr(b, ptr, ir.Constant(I64, lo), elem), ir.VectorType(elem, n),
-                             _lanes_of(b, mask, lo, n), masked_tails) for lo, n in ranges]
+                             _slice(b, mask, lo, n), masked_tails) for lo, n in ranges]
         return _concat(b, *parts)
     lanes = _padded_lanes(vty.count, masked_tails)
     if lanes != vty.count:
@@ -171,11 +171,9 @@ def store_vector(b: ir.IRBuilder, value: ir.Value, ptr: ir.Value, mask: ir.Value
     count, elem = value.type.count, value.type.element
     head = _power_of_two_head(count, elem, masked_tails)
     if head:
-        undef = ir.Constant(value.type, ir.Undefined)
         for lo, n in ((0, head), (head, count - head)):
-            part = b.shuffle_vector(value, undef, shuffle_indices(range(lo, lo + n)))
-            store_vector(b, part, element_ptr(b, ptr, ir.Constant(I64, lo), elem), _lanes_of(b, mask, lo, n),
-                         masked_tails)
+            store_vector(b, _slice(b, value, lo, n), element_ptr(b, ptr, ir.Constant(I64, lo), elem),
+                         _slice(b, mask, lo, n), masked_tails)
         return
     lanes = _padded_lanes(value.type.count, masked_tails)
     if lanes != value.type.count:

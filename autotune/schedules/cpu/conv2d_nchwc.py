@@ -162,6 +162,12 @@ def pack_depthwise_kernel(Wt: te.Tensor, bn: int) -> te.Tensor:
     return te.compute((-(-C // bn), KH, KW, bn), elem, name="kernel_vec")
 
 
+def padded_group(g: ConvGeometry, oc_bn: int) -> int:
+    """F/G where each group's last block of oc_bn filters is zero-padded (`padded_groups`), else 0."""
+    Fg = per_group(g)[1]
+    return Fg if not g.depthwise and padded_groups(g.groups, Fg, oc_bn) else 0
+
+
 def blocked_conv(D: te.Tensor, K: te.Tensor, g: ConvGeometry, oc_bn: int, steps: tuple[int, int]) -> te.Tensor:
     """conv[n, fo, y, x, fi] over the packed data, read at `steps`, and kernel (the group of block
     fo reads its own channel blocks; depthwise: channel block fo of the data, no channel reduction)."""
@@ -189,11 +195,10 @@ def unpack(conv: te.Tensor, g: ConvGeometry, epilogue: Epilogue | None, flat: bo
     image as one row (`flat_view`), read at y * OW + x. Channel f is lane f % oc_bn of block
     f // oc_bn, or with padded groups lane r % oc_bn of its group's block r // oc_bn, r = f % (F/G)."""
     N, oc_bn, OW = conv.shape[0], conv.shape[-1], g.out[1]
-    Fg = per_group(g)[1]
-    padded = not g.depthwise and padded_groups(g.groups, Fg, oc_bn)
+    Fg = padded_group(g, oc_bn)
 
     def channel(f: Any) -> tuple[Any, Any]:
-        if not padded:
+        if not Fg:
             return f // oc_bn, f % oc_bn
         r = f % Fg
         return (f // Fg) * -(-Fg // oc_bn) + r // oc_bn, r % oc_bn
@@ -344,8 +349,7 @@ def build(cfg: Any, X: te.Tensor, Wt: te.Tensor, g: ConvGeometry, epilogue: Epil
     if out_block:
         block = _schedule_blocked_output(s, out, oc_bn, rows, lanes(cfg, out.dtype))
     else:
-        group = per_group(g)[1] if not g.depthwise and padded_groups(g.groups, per_group(g)[1], oc_bn) else 0
-        block = _schedule_output(s, out, oc_bn, rows, lanes(cfg, out.dtype), group)
+        block = _schedule_output(s, out, oc_bn, rows, lanes(cfg, out.dtype), padded_group(g, oc_bn))
     _schedule_conv(cfg, s, conv, K, out, block, block_rows)
     return s, final
 
