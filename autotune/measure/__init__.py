@@ -3,8 +3,9 @@
     with Measurer(MeasureOptions(repeat=3)) as m:
         results = m.measure(task, [0, 17, 42])      # MeasureResult per index, in order
 
-`measure_batch` builds the whole batch first and only then runs it, so compiles never share the
-CPU with a timing. Failures are results (an ErrorKind and a message), never exceptions.
+`measure_batch` makes the batch's check data, then builds the whole batch, and only then runs
+it, so neither the reference computation (whose BLAS threads spin on after it) nor a compile
+shares the CPU with a timing. Failures are results (an ErrorKind and a message), never exceptions.
 """
 from __future__ import annotations
 
@@ -33,8 +34,9 @@ def __getattr__(name: str) -> Any:
 
 
 def measure_batch(inputs: list[MeasureInput], builder: LocalBuilder, runner: LocalRunner) -> list[MeasureResult]:
-    """Build all, then run all: one MeasureResult per input, in order."""
+    """Check data, then build all, then run all: one MeasureResult per input, in order."""
     inputs = list(inputs)
+    runner.prepare(inputs)
     return runner.run(inputs, builder.build(inputs))
 
 

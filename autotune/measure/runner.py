@@ -33,6 +33,17 @@ class LocalRunner:
     def pid(self) -> int:
         return self._worker.pid
 
+    def prepare(self, inputs: list[MeasureInput]) -> None:
+        """Make the check data of the inputs' tasks now, not just before their first timing:
+        numpy's reference leaves its BLAS threads spinning for about 0.1 s, and a candidate
+        timed then ran its first timings 2-3x slow (the default config, measured first, lost to
+        configs no faster). A task whose reference fails is left to `run`, which reports it."""
+        for inp in {id(inp.task): inp for inp in inputs}.values():
+            try:
+                self.check_data.get(inp.task, self.options.to_json())
+            except Exception:  # noqa: BLE001  (run() fails each of the task's candidates with it)
+                continue
+
     def run(self, inputs: list[MeasureInput], build_results: list[BuildResult]) -> list[MeasureResult]:
         if self._closed:
             raise RuntimeError("LocalRunner.run: the runner is closed")
