@@ -26,7 +26,10 @@ is within 90% of the shape's best throughput (the best tuner-measured time of ei
 pass-2 kernel's GFLOP/s, x onnxruntime and t90 (">N": not within N trials); the 1-minute load
 average when the row was timed. Targets: geomean >= 1.1x onnxruntime; no shape
 below 0.8x onnxruntime; matmul and dense on random odd shapes >= 0.9x numpy; with transfer, t90
-<= 16 for most (more than half of the) shapes.
+<= 16 for most (more than half of the) shapes. A last line names the kernels whose tuner figure
+and this timing differ by more than MOVED x either way: the machine's speed moved between them
+(a shared VM's parallel kernels ran 2-2.5x slow for minutes at a time), and such rows' ratios
+carry that.
 
 Threads: AUTOTUNE_NUM_THREADS and the BLAS thread variables default to 2 (set before numpy loads);
 onnxruntime runs AUTOTUNE_NUM_THREADS intra-op threads and 1 inter-op thread.
@@ -66,6 +69,7 @@ THREADS = int(os.environ["AUTOTUNE_NUM_THREADS"])
 HAS_TRANSFER = "transfer" in inspect.signature(autotune.tune).parameters
 TARGET_GEOMEAN, TARGET_MIN, TARGET_ODD, TARGET_T90 = 1.1, 0.8, 0.9, 16
 ROUNDS = 5
+MOVED = 1.5           # tuner figure against this run's timing: beyond it, the speed moved
 
 
 @dataclass
@@ -242,6 +246,17 @@ def summary(rows: list[dict[str, Any]], transfer: bool) -> None:
               f"{quick_ones} of {len(rows)} shapes{tail}")
     if not transfer:
         print("with transfer, t90 <= 16 for most shapes: not run (--no-transfer)")
+    print(moved_line(rows))
+
+
+def moved_line(rows: list[dict[str, Any]]) -> str:
+    """The kernels whose tuner-measured GFLOP/s and this run's differ by more than MOVED x."""
+    pairs = [(r["name"], label, r[label]) for r in rows for label in ("fresh", "transfer") if label in r]
+    timed = [(name, label, p) for name, label, p in pairs if p["gflops"] and p["tuner_gflops"]]
+    moved = [f"{name} ({label}) {p['tuner_gflops']:.0f} -> {p['gflops']:.0f}" for name, label, p in timed
+             if not 1 / MOVED <= p["gflops"] / p["tuner_gflops"] <= MOVED]
+    return (f"tuner and this timing within {MOVED}x of each other: {len(timed) - len(moved)} of {len(timed)} "
+            f"kernels" + (f"  [{'; '.join(moved)}]" if moved else ""))
 
 
 def warn_if_busy(cores: int | None) -> None:

@@ -2,6 +2,7 @@
 each a task autotune accepts, and references (numpy; a one-node onnxruntime model) that compute
 the template's function, checked on a scaled-down instance of every case."""
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -85,3 +86,21 @@ def test_a_layers_kernel_is_tuned_with_its_weights_constant(cases_module):
     deep = cases["resnet50 layer4.1.conv2"]      # 512 channels at 7x7: its weights outweigh its input
     algorithm = [t.config(t.default_index)["algorithm"].val for t in (deep.task(), deep.kernel_task())]
     assert algorithm == ["gemm", "nchwc"]       # read in place per call / repacked once, then blocked
+
+
+def test_the_summary_names_the_kernels_whose_speed_moved(monkeypatch):
+    """A kernel the tuner measured at 210 GFLOP/s and the benchmark at 100 is named, not averaged in."""
+    for var in ("AUTOTUNE_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        monkeypatch.setenv(var, os.environ.get(var, "2"))        # the module sets them on import
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import generalization
+
+    try:
+        rows = [{"name": "a", "fresh": {"gflops": 100.0, "tuner_gflops": 210.0},
+                 "transfer": {"gflops": 100.0, "tuner_gflops": 120.0}},
+                {"name": "b", "fresh": {"gflops": None, "tuner_gflops": 50.0}}]
+        line = generalization.moved_line(rows)
+    finally:
+        for name in ("generalization", "generalization_cases", "references", "timing", "tune_matmul"):
+            sys.modules.pop(name, None)
+    assert line == "tuner and this timing within 1.5x of each other: 1 of 2 kernels  [a (fresh) 210 -> 100]"
