@@ -90,6 +90,10 @@ class CpuFacts:
 # load of the span and a shuffle (a gather beyond): schedules rely on strides up to it.
 MAX_SHUFFLED_STRIDE = 4
 
+# The register of one masked vector operation, in bytes: AVX-512's, the only CPU target whose
+# code has masked tails (`codegen.jit.masked_vectors`). An access wider than it is several.
+MASKED_REGISTER_BYTES = 64
+
 # CPUs whose AVX-512 executes on 256-bit units, each 64-byte operation as two halves: by LLVM
 # name (a target's -mcpu), and by the OS's (vendor, family) of the host
 HALF_PUMPED_AVX512 = frozenset({"znver4"})

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import llvmlite.ir as ir
 
+from ..target import MASKED_REGISTER_BYTES
 from .llvm_helpers import (
     I32,
     I64,
@@ -23,8 +24,6 @@ from .llvm_helpers import (
     splat,
     vector_of,
 )
-
-MASKED_REGISTER_BYTES = 64    # masked tails are made on AVX-512 only (`jit.masked_vectors`)
 
 
 def _power_of_two_head(count: int, elem: ir.Type, masked_tails: bool) -> int:
@@ -175,9 +174,9 @@ def store_vector(b: ir.IRBuilder, value: ir.Value, ptr: ir.Value, mask: ir.Value
             store_vector(b, _slice(b, value, lo, n), element_ptr(b, ptr, ir.Constant(I64, lo), elem),
                          _slice(b, mask, lo, n), masked_tails)
         return
-    lanes = _padded_lanes(value.type.count, masked_tails)
-    if lanes != value.type.count:
-        mask = _lanes_on(b, value.type.count, lanes, mask)
+    lanes = _padded_lanes(count, masked_tails)
+    if lanes != count:
+        mask = _lanes_on(b, count, lanes, mask)
         value = _widen(b, value, lanes, ir.Constant(value.type, ir.Undefined))
     if mask is None:
         b.store(value, ptr, align=align.constant)

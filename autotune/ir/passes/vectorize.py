@@ -15,13 +15,12 @@ import warnings
 from collections.abc import Callable
 
 from ...dtype import dtype_info
+from ...target import MASKED_REGISTER_BYTES
 from ...te.expr import And, Binary, BinOp, Call, Cast, CmpOp, Compare, Const, Expr, Not, Or, Select, Var
 from ...te.traversal import substitute, transform, walk
 from ..bounds import direction
 from ..functor import uses_var
 from ..nodes import Allocate, Broadcast, Evaluate, For, ForKind, IfThenElse, Let, Load, Prefetch, Ramp, Seq, Stmt, Store
-
-MASKED_TAIL_BYTES = 64     # the widest vector register of the CPU targets (AVX-512): one masked pass
 
 
 class NotVectorizable(Exception):
@@ -168,7 +167,7 @@ def _masked_tail(scalar_body: Stmt, var: Var, lanes: int) -> Stmt | None:
     or None when a masked-off lane could still fault: a scalar load runs whatever the mask (the
     guard may have been what kept it in bounds), and an integer division by a non-constant may
     divide by zero in a lane the guard excluded. None too for accesses wider than
-    MASKED_TAIL_BYTES: a masked pass costs what a full one does, so a tail of a few lanes of a
+    MASKED_REGISTER_BYTES: a masked pass costs what a full one does, so a tail of a few lanes of a
     vector spanning several registers runs faster as scalars (a 3x3 stride-2 max pool, rows of
     71 in blocks of 64: 1.0 ms with a scalar tail, 1.75 masked; in blocks of 16: 0.42 -> 0.24 ms
     masked)."""
@@ -198,7 +197,7 @@ def _masked_tail(scalar_body: Stmt, var: Var, lanes: int) -> Stmt | None:
 
     def check(node: object) -> None:
         if isinstance(node, (Load, Store)):
-            wide = node.index.lanes * dtype_info(node.buffer.dtype).bytes > MASKED_TAIL_BYTES
+            wide = node.index.lanes * dtype_info(node.buffer.dtype).bytes > MASKED_REGISTER_BYTES
             if wide or node.index.lanes == 1:
                 unsafe.append(node)
         elif isinstance(node, Binary) and node.op in (BinOp.FLOORDIV, BinOp.FLOORMOD) and not _nonzero_const(node.b):
