@@ -71,14 +71,18 @@ the dtype and R the vector registers of the target (32 with AVX-512, else 16):
                 at 29x29 0.64 / 0.80, 48 at 97x97 0.54 / 0.75, 96 at 56x56 0.70 / 0.66)
   tile_f        the most filters of one group (an input vector is reused only by filters of its
                 group) whose tile_f x tile_y x ceil(tile_x / L) accumulators fit in R/2 registers
-                (LLVM unrolls the tile loops it can keep in registers)
+                (LLVM unrolls the tile loops it can keep in registers); a tile of more than 2R is
+                invalid (`rules.check_register_tile`)
   tile_rc       the largest candidate dividing C/groups whose weight block tile_f x tile_rc x KH x
                 KW fits in a quarter of the L1 data cache; the largest fitting one otherwise
   reduce_order  rc_outer (the kernel window walks the input rows of one channel block)
   unroll_kw     1 (a kernel row of at most 8 taps as straight-line code)
   unroll_window 1 for depthwise convs whose tile has two or more rows, while its KH x KW x tile_y
                 multiply-adds stay within MAX_UNROLLED_WINDOW (offered for depthwise convs only;
-                a config whose unrolled window, times tile_f, is larger is invalid): the kernel
+                a config whose unrolled window, times tile_f and the vectors of a tile row, is
+                larger is invalid: under 5x5 windows, rows of 2-4 vectors at 400-800 vector
+                multiply-adds passed the build worker's 30 s timeout in 5 of 9 builds, the rest
+                took 2-16 s and ran 0.31-0.69x the layer's best; Zen 4, 32-trial tunes): the kernel
                 rows, columns and the tile's rows as straight-line code, where the rows of the tile read the same input
                 rows at other taps and LLVM loads each such vector once (one load per
                 multiply-add before). Zen 4, 2 threads, x onnxruntime, without / with: 64 channels
@@ -140,7 +144,7 @@ from ...errors import InstantiationError
 from ...topi import conv as topi_conv
 from ...topi.conv import ConvGeometry, Epilogue, Finish
 from ..schedule import Schedule
-from .rules import CHUNKS_PER_CORE, closest, cpu_facts, first, lanes, split_first
+from .rules import CHUNKS_PER_CORE, check_register_tile, closest, cpu_facts, first, lanes, split_first
 
 TILE_F = (1, 2, 4, 8, 16)
 _TILE_Y = (1, 2, 4, 8)
@@ -152,7 +156,7 @@ TALL_WINDOW = 5             # kernel rows from which a depthwise conv's row tile
 MIN_TAIL_ROWS = 3           # the fewest rows of a tall depthwise window's tail tile (tile_y's rule)
 PHASE_TAPS = 8              # taps per input element from which a strided depthwise conv reads phases (pad's rule)
 PADS = ("inline", "root")   # the padding placements of every conv; a strided depthwise one adds "phases"
-MAX_UNROLLED_WINDOW = 392   # vector multiply-adds of an unrolled window: a 7x7 one over 8 rows (unroll_window's rule)
+MAX_UNROLLED_WINDOW = 392   # vector multiply-adds of an unrolled window: 7x7 x 8 rows of a vector (unroll_window)
 
 
 def applies(g: ConvGeometry) -> bool:
@@ -188,7 +192,7 @@ def tile_rules(cfg: Any, dtype: str, out: tuple[int, ...], kernel: tuple[int, ..
         tile_y = 1 if OW % tile_x == 0 and OW // tile_x >= 2 else 2
     else:       # stride 1, or one filter per group (depthwise) at any stride
         tile_y = max(v for v in _TILE_Y[:-1] if OH % v == 0)
-        deep = [v for v in _DEEP_ROWS if v * KH * KW <= MAX_UNROLLED_WINDOW]
+        deep = [v for v in _DEEP_ROWS if v * KH * KW * -(-tile_x // L) <= MAX_UNROLLED_WINDOW]
         exact_rows = [v for v in deep if OH % v == 0]
         long_tails = [v for v in deep if OH % v >= MIN_TAIL_ROWS] if KH >= TALL_WINDOW and row_stride == 1 else []
         if Fg == 1 and exact_rows:
@@ -212,7 +216,8 @@ def define_knobs(cfg: Any, g: ConvGeometry, N: int, dtype: str, when: tuple[str,
     rules = _tile_rules(cfg, g, dtype, phased)
     whole_columns = g.out[1] % rules[2] == 0
     pad = "inline" if g.out_channels // g.groups < L or whole_columns else "root"
-    window = g.kernel[0] * g.kernel[1] * rules[1] <= MAX_UNROLLED_WINDOW and rules[1] > 1
+    taps = g.kernel[0] * g.kernel[1] * rules[0] * rules[1] * -(-rules[2] // L)
+    window = taps <= MAX_UNROLLED_WINDOW and rules[1] > 1
     tasks = N * -(-g.out_channels // rules[0])
     enough_tasks = tasks >= CHUNKS_PER_CORE * cpu_facts(cfg).cores
     outer = g.depthwise and enough_tasks and (g.stride != (1, 1) or g.kernel[0] >= TALL_WINDOW)
@@ -293,11 +298,14 @@ def schedule_nchw(cfg: Any, s: Schedule, P: te.Tensor, Y: te.Tensor, out: te.Ten
         s[CC].reorder(ry, rx, rco, rci, cf, cy, cx)
     if (cfg["unroll_kw"].val and KW <= 8) or cfg["unroll_window"].val:
         s[CC].unroll(rx)
+    tile_f, tile_y, tile_x = (cfg[k].size[-1] for k in ("tile_f", "tile_y", "tile_x"))
+    vectors = tile_f * tile_y * -(-tile_x // lanes(cfg, out.dtype))
+    check_register_tile(cfg, vectors, "conv2d nchw (tile_f x tile_y x tile_x / lanes)")
     if cfg["unroll_window"].val:
-        taps = ry.extent * rx.extent * cfg["tile_y"].size[-1] * cfg["tile_f"].size[-1]
+        taps = ry.extent * rx.extent * vectors
         if taps > MAX_UNROLLED_WINDOW:
-            raise InstantiationError(f"conv2d nchw: an unrolled window of {taps} multiply-adds is over "
-                                     f"{MAX_UNROLLED_WINDOW} (tile_f x tile_y x KH x KW)")
+            raise InstantiationError(f"conv2d nchw: an unrolled window of {taps} vector multiply-adds is over "
+                                     f"{MAX_UNROLLED_WINDOW} (KH x KW x tile_f x tile_y x tile_x / lanes)")
         s[CC].unroll(ry)
         s[CC].unroll(cy)
     s[CC].vectorize(cx)

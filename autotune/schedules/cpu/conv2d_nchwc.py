@@ -53,7 +53,7 @@ from .conv2d_nchwc_knobs import (
     read_extent,
     subsampled,
 )
-from .rules import lanes
+from .rules import check_register_tile, lanes
 
 MIN_GROUP_VECTOR = 8
 COPY_COLUMNS = 16           # columns per vector of a one-channel repack (a plain padded copy of each row)
@@ -270,10 +270,14 @@ def _schedule_conv(cfg: Any, s: Schedule, conv: te.Tensor, K: te.Tensor, out: te
     """The conv block local at `block`; its register tile (oh_bn rows x reg_n columns x oc_bn
     channels, vectorised along the channels) innermost, under the ic blocks, kh, kw and ic_bn
     (with `block_rows`, the ic blocks outside the block's tiles); the packed weights K prefetched
-    along ic_bn by the prefetch knob."""
+    along ic_bn by the prefetch knob. A tile over twice the vector registers is refused
+    (`rules.check_register_tile`)."""
     s[conv].set_scope("local")
     s[conv].compute_at(s[out], block)
     _, _, cy, cx, cf = s[conv].op.axis
+    tile = min(cfg["nchwc_oh_bn"].val, cy.extent) * min(cfg["nchwc_reg_n"].val, cx.extent)
+    check_register_tile(cfg, tile * -(-cf.extent // lanes(cfg, conv.dtype)),
+                        "conv2d nchwc (oh_bn rows x reg_n columns x oc_bn / lanes)")
     cxo, cxi = s[conv].split(cx, cfg["nchwc_reg_n"].val)
     reduce = list(s[conv].op.reduce_axis)       # (rcb, ry, rx, rci), or depthwise (ry, rx)
     rx = reduce[2] if len(reduce) == 4 else reduce[1]

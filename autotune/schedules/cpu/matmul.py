@@ -14,7 +14,6 @@ import numpy as np
 
 from ... import te
 from ...dtype import dtype_info
-from ...errors import InstantiationError
 from ...schedules.schedule import Schedule
 from ..generic import vectorize_by
 from ..space import KnobScope
@@ -22,13 +21,13 @@ from ..task import template
 from .panels import PANEL_WIDTHS, check_panel, panel_count, unpack_panels
 from .rules import (
     ascending_first,
+    check_register_tile,
     cpu_facts,
     enough_chunks,
     first,
     lanes,
     largest_fitting,
     register_tile,
-    vector_registers,
     worth_threads,
 )
 
@@ -94,7 +93,6 @@ COLUMNS = PANEL_WIDTHS                          # tile_x: columns of a register 
 ROWS = (1, 2, 4, 6, 8)                          # register-tile rows
 BLOCKS = (1, 2, 4, 8, 16)                       # register tiles per row block (they share a B panel)
 UNROLL_K = (1, 2, 4, 8, 16)
-MAX_TILE_REGISTERS = 2                          # an unrolled register tile's accumulators, in vector registers
 
 
 def define_matmul_knobs(cfg, M: int, N: int, K: int, dtype: str, transposed: bool, panel: int | None = None) -> None:
@@ -235,7 +233,7 @@ def _schedule_product(cfg, s: Schedule, p: _Product, transposed: bool) -> None:
     s[CC].unroll(ki)
     bn, width = cfg["tile_x"].size[-1], lanes(cfg, out.dtype)
     if cfg["unroll_rows"].val:
-        _check_unrolled_tile(cfg, cfg["tile_y"].size[-1] * -(-bn // width))
+        check_register_tile(cfg, cfg["tile_y"].size[-1] * -(-bn // width), "matmul (rows x tile_x / lanes)")
         s[CC].unroll(ci)
     vectorize_by(s[CC], cj, bn, width)
     vectorize_by(s[out], ji, bn, width)
@@ -245,18 +243,6 @@ def _schedule_product(cfg, s: Schedule, p: _Product, transposed: bool) -> None:
         s[out].parallel(io)
     if packed is not None:
         _schedule_packing(s[packed], transposed, bn, width)
-
-
-def _check_unrolled_tile(cfg, accumulators: int) -> None:
-    """InstantiationError for a tile of rows unrolled whose accumulators exceed
-    MAX_TILE_REGISTERS x the vector registers: it can only spill, and LLVM's register allocator
-    spent 72-84 s on such bodies (AVX2, k unrolled 8, B unpacked: 8 rows x 64 or 96 columns; a
-    build worker's timeout is 30 s), against 0.5-10 s for tiles within it; the tiles over it ran
-    21-47 GFLOP/s against the default's 148 (1669 x 197 x 1597, Zen 3, 2 threads)."""
-    limit = MAX_TILE_REGISTERS * vector_registers(cfg)
-    if accumulators > limit:
-        raise InstantiationError(f"matmul: an unrolled register tile of {accumulators} vector accumulators is over "
-                                 f"{limit} ({MAX_TILE_REGISTERS}x the vector registers; rows x tile_x / lanes)")
 
 
 def _schedule_packing(stage, transposed: bool, bn: int, width: int) -> None:

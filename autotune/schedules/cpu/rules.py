@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from ...dtype import dtype_info
+from ...errors import InstantiationError
 from ...target import CpuFacts, Target
 
 
@@ -78,11 +79,27 @@ def split_first(inner: int, extent: int, others: Sequence[int]) -> list[list[int
 CHUNKS_PER_CORE = 4           # parallel iterations per core: enough for the dynamic schedule to balance
 FMAS_PER_STEP = 64        # vector multiply-adds of one unrolled k step: enough to hide the loop's own cost
 PARALLEL_MIN_ELEMENTS = 1 << 15   # below, one core finishes the loop in about the time waking the others takes
+MAX_TILE_REGISTERS = 2        # a register tile's vector accumulators, in vector registers (check_register_tile)
 
 
 def vector_registers(cfg: Any) -> int:
     """Architectural vector registers of the target (`CpuFacts.vector_registers`)."""
     return cpu_facts(cfg).vector_registers
+
+
+def check_register_tile(cfg: Any, vectors: int, what: str) -> None:
+    """InstantiationError for a register tile of more than MAX_TILE_REGISTERS x the vector
+    registers of vector accumulators (`what`: the template and how its tile counts them). Such a
+    tile can only spill, and LLVM's register allocator spends tens of seconds on its unrolled
+    body, past a build worker's 30 s timeout: matmul on AVX2 (16 registers, 8 rows x 96 columns
+    unrolled) 72 s against 0.5-10 s within the limit, 21-47 GFLOP/s against the default's 148
+    (Zen 3); on AVX-512 (Zen 4), the conv tiles over it among 2272 configs measured by 32-trial
+    tunes of 71 conv shapes ran 0.04-0.45x their shape's best (direct NCHW, 20 configs) and
+    0.05-0.59x (blocked, 93), building in up to 27 s."""
+    limit = MAX_TILE_REGISTERS * vector_registers(cfg)
+    if vectors > limit:
+        raise InstantiationError(f"{what}: a register tile of {vectors} vector accumulators is over {limit} "
+                                 f"({MAX_TILE_REGISTERS}x the vector registers)")
 
 
 def accumulators(cfg: Any) -> int:
