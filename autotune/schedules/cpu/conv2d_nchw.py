@@ -144,7 +144,7 @@ from ...errors import InstantiationError
 from ...topi import conv as topi_conv
 from ...topi.conv import ConvGeometry, Epilogue, Finish
 from ..schedule import Schedule
-from .rules import CHUNKS_PER_CORE, check_register_tile, closest, cpu_facts, first, lanes, split_first
+from .rules import CHUNKS_PER_CORE, check_register_tile, closest, cpu_facts, first, lanes, split_first, vector_registers
 
 TILE_F = (1, 2, 4, 8, 16)
 _TILE_Y = (1, 2, 4, 8)
@@ -164,6 +164,11 @@ def applies(g: ConvGeometry) -> bool:
 
 
 APPLIES = applies
+
+
+def tile_vectors(tile_f: int, tile_y: int, tile_x: int, L: int) -> int:
+    """Vector accumulators of a tile_f x tile_y x tile_x output tile: a row is ceil(tile_x / L)."""
+    return tile_f * tile_y * -(-tile_x // L)
 
 
 def _tile_rules(cfg: Any, g: ConvGeometry, dtype: str, phased: bool) -> tuple[int, int, int, int]:
@@ -192,7 +197,7 @@ def tile_rules(cfg: Any, dtype: str, out: tuple[int, ...], kernel: tuple[int, ..
         tile_y = 1 if OW % tile_x == 0 and OW // tile_x >= 2 else 2
     else:       # stride 1, or one filter per group (depthwise) at any stride
         tile_y = max(v for v in _TILE_Y[:-1] if OH % v == 0)
-        deep = [v for v in _DEEP_ROWS if v * KH * KW * -(-tile_x // L) <= MAX_UNROLLED_WINDOW]
+        deep = [v for v in _DEEP_ROWS if KH * KW * tile_vectors(1, v, tile_x, L) <= MAX_UNROLLED_WINDOW]
         exact_rows = [v for v in deep if OH % v == 0]
         long_tails = [v for v in deep if OH % v >= MIN_TAIL_ROWS] if KH >= TALL_WINDOW and row_stride == 1 else []
         if Fg == 1 and exact_rows:
@@ -201,7 +206,7 @@ def tile_rules(cfg: Any, dtype: str, out: tuple[int, ...], kernel: tuple[int, ..
             tile_y = long_tails[0]
         elif Fg == 1 and tile_y == 1:       # only 1 divides OH: 4 rows and a tail
             tile_y = _TILE_Y[-2]
-    accumulators = (32 if facts.vector_bytes == 64 else 16) // 2 // (tile_y * -(-tile_x // L))
+    accumulators = vector_registers(cfg) // 2 // tile_vectors(1, tile_y, tile_x, L)
     tile_f = max([v for v in TILE_F if v <= min(Fg, accumulators)] or [1])
     block = tile_f * KH * KW * dtype_info(dtype).bytes
     fitting = [v for v in _TILE_RC if v <= Cg and v * block <= facts.l1d_bytes // 4] or [1]
@@ -216,7 +221,7 @@ def define_knobs(cfg: Any, g: ConvGeometry, N: int, dtype: str, when: tuple[str,
     rules = _tile_rules(cfg, g, dtype, phased)
     whole_columns = g.out[1] % rules[2] == 0
     pad = "inline" if g.out_channels // g.groups < L or whole_columns else "root"
-    taps = g.kernel[0] * g.kernel[1] * rules[0] * rules[1] * -(-rules[2] // L)
+    taps = g.kernel[0] * g.kernel[1] * tile_vectors(*rules[:3], L)
     window = taps <= MAX_UNROLLED_WINDOW and rules[1] > 1
     tasks = N * -(-g.out_channels // rules[0])
     enough_tasks = tasks >= CHUNKS_PER_CORE * cpu_facts(cfg).cores
@@ -299,7 +304,7 @@ def schedule_nchw(cfg: Any, s: Schedule, P: te.Tensor, Y: te.Tensor, out: te.Ten
     if (cfg["unroll_kw"].val and KW <= 8) or cfg["unroll_window"].val:
         s[CC].unroll(rx)
     tile_f, tile_y, tile_x = (cfg[k].size[-1] for k in ("tile_f", "tile_y", "tile_x"))
-    vectors = tile_f * tile_y * -(-tile_x // lanes(cfg, out.dtype))
+    vectors = tile_vectors(tile_f, tile_y, tile_x, lanes(cfg, out.dtype))
     check_register_tile(cfg, vectors, "conv2d nchw (tile_f x tile_y x tile_x / lanes)")
     if cfg["unroll_window"].val:
         taps = ry.extent * rx.extent * vectors
