@@ -145,7 +145,7 @@ class DiskCache:
 
 
 class MemoryCache:
-    """A thread-safe LRU of ready-to-call kernels."""
+    """A thread-safe LRU (of ready-to-call kernels, resolved loads, featurized records)."""
 
     def __init__(self, capacity: int = 128) -> None:
         self.capacity = capacity

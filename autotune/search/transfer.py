@@ -7,24 +7,33 @@ trying. What warm start costs is lowering each transferred config in its own sha
 of ms each for a GEMM, about 0.15 s for a conv: 192 conv configs took 29 s, Zen 4, the other
 core busy), so each workload gives at most its best few and a seeded random sample of the rest
 (ranking needs slow configs too), and all of them together at most MAX_RECORDS, taken from the
-workloads in the database's order.
+nearest shapes first: what is fast at a shape says most about shapes of similar sizes. The
+features are kept for the process (a graph or a benchmark tunes many shapes from one database),
+and each workload's sample is seeded by its own key, so the next shape meets the same records.
 """
 from __future__ import annotations
 
+import math
 import random
 import time
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from ..errors import InstantiationError
+from ..kernel_cache import MemoryCache
 from ..schedules.task import Task, create_task
 from .xgb import config_features
 
 MAX_RECORDS = 192           # GEMMs: about 4-8 s of lowering on a busy 2-core machine; convs up to 30 s
 MIN_PER_WORKLOAD = 12
 STARTS_PER_WORKLOAD = 2     # each workload's best configs, tried in the new shape first
+UNLIKE = 4.0                # the distance of a parameter that is not a size and differs (16x in one size)
+KEPT_FEATURES = 8192        # featurized records kept for the process (a few MB)
+
+_features = MemoryCache(KEPT_FEATURES)      # (workload key, target key, config index) -> IR features
 
 
 @dataclass
@@ -43,9 +52,26 @@ class TransferSet:
         return len(self.groups)
 
 
+def _param_distance(a: Any, b: Any) -> float:
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) and len(a) == len(b):
+        return sum(_param_distance(x, y) for x, y in zip(a, b))
+    sizes = all(isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in (a, b))
+    if sizes:
+        return abs(math.log2((a + 1) / (b + 1)))
+    return 0.0 if a == b else UNLIKE
+
+
+def shape_distance(a: dict[str, Any], b: dict[str, Any]) -> float:
+    """How far apart two workloads of one op are: |log2| of each size's ratio summed (2x in one
+    dimension is 1), UNLIKE for each other parameter that differs or is missing."""
+    return sum(_param_distance(a[k], b[k]) if k in a and k in b else UNLIKE for k in a.keys() | b.keys())
+
+
 def _others(task: Task, db: Any) -> list[Any]:
-    return [w for w in db.workloads(op=task.name)
-            if w.key != task.workload_key and w.target_key == task.target_key and w.dtype == task.dtype]
+    """The op's other workloads of this target and dtype, nearest shapes first."""
+    others = [w for w in db.workloads(op=task.name)
+              if w.key != task.workload_key and w.target_key == task.target_key and w.dtype == task.dtype]
+    return sorted(others, key=lambda w: (shape_distance(task.params, w.params), w.key))
 
 
 def _task_of(task: Task, w: Any) -> Task | None:
@@ -76,12 +102,25 @@ def _index_here(task: Task, config: dict) -> int | None:
         return None
 
 
+def _featurize(other: Task, indices: list[int]) -> list[np.ndarray | None]:
+    """config_features of each index in `other` (None where it cannot be lowered), lowering only
+    what this process has not featurized before, on every core."""
+    keys = [(other.workload_key, other.target_key, i) for i in indices]
+    other.prelower([i for i, k in zip(indices, keys) if _features.get(k) is None])
+    out: list[np.ndarray | None] = []
+    for index, key in zip(indices, keys):
+        try:
+            out.append(_features.get_or_create(key, partial(config_features, other, index)))
+        except Exception:   # noqa: BLE001  (a config this version cannot lower: skipped)
+            out.append(None)
+    return out
+
+
 def load_transfer(task: Task, db: Any, seed: int | None) -> TransferSet | None:
     """The records of other shapes of `task`'s op in `db`, featurized; None when there are none."""
     t0 = time.perf_counter()
     others = _others(task, db)
     quota = max(MIN_PER_WORKLOAD, MAX_RECORDS // max(len(others), 1))
-    rng = random.Random(seed)
     width = len(task.config_space.knob_vector(0))
     ir: list[np.ndarray] = []
     knobs: list[list[float]] = []
@@ -90,19 +129,18 @@ def load_transfer(task: Task, db: Any, seed: int | None) -> TransferSet | None:
     starts: list[int] = []
     used = 0
     for w in others:
+        if len(groups) >= MAX_RECORDS:
+            break
         other = _task_of(task, w)
         if other is None or len(other.config_space.knob_vector(0)) != width:
             continue    # a knob layout that differs by shape is not the same space
+        rng = random.Random(f"{seed}:{w.key}")
         picked = _pick(db.records(w.key, task.target_key, ok_only=True), quota, rng)[:max(0, MAX_RECORDS - len(groups))]
-        indices = [_index_here(other, r.config) for r in picked]
-        other.prelower([i for i in indices if i is not None])
-        for rec, index in zip(picked, indices):
-            if index is None:
+        found = [(r, i) for r in picked if (i := _index_here(other, r.config)) is not None]
+        for (rec, index), f in zip(found, _featurize(other, [i for _, i in found])):
+            if f is None:
                 continue
-            try:
-                ir.append(config_features(other, index))
-            except Exception:   # noqa: BLE001  (a config this version cannot lower: skipped)
-                continue
+            ir.append(f)
             knobs.append(other.config_space.knob_vector(index))
             thr.append(1.0 / rec.cost)
             groups.append(w.key)

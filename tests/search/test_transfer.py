@@ -14,10 +14,13 @@ import numpy as np
 import pytest
 
 import autotune
+from autotune.kernel_cache import MemoryCache
 from autotune.measure.types import ErrorKind, MeasureResult
+from autotune.search import transfer as transfer_module
 from autotune.search.diverse import diverse_pick
-from autotune.search.transfer import _pick, load_transfer
+from autotune.search.transfer import UNLIKE, _pick, load_transfer, shape_distance
 from autotune.search.tune import _resume, tune, tune_tasks
+from autotune.search.xgb import config_features
 from tuning_db import TuningDB
 
 
@@ -154,3 +157,43 @@ def test_each_workload_gives_its_best_and_a_sample_of_the_rest():
     assert len(picked) == 6 and len({r.config["knobs"]["x"] for r in picked}) == 6
     assert [r.cost for r in picked[:3]] == [1.0, 2.0, 3.0]          # the best half of the quota
     assert all(r.cost > 3.0 for r in picked[3:]) and picked != _pick(records, 6, random.Random(1))
+
+
+def test_shape_distance_counts_size_ratios_and_unlike_parameters():
+    a = dict(M=128, N=768, K=768, layout="NK")
+    assert shape_distance(a, a) == 0
+    assert shape_distance(a, dict(a, M=256)) < shape_distance(a, dict(a, M=512)) < shape_distance(a, dict(a, M=2048))
+    assert shape_distance(a, dict(a, layout="KN")) == UNLIKE
+    assert shape_distance(dict(s=(1, 2)), dict(s=(1, 4))) > 0 and shape_distance(dict(s=True), dict(s=False)) == UNLIKE
+
+
+@pytest.fixture(scope="module")
+def db_near_and_far(db_with_a, tmp_path_factory):
+    """Shape A's records and those of a far shape (C), whose key sorts first."""
+    path = str(tmp_path_factory.mktemp("transfer") / "ac.db")
+    with TuningDB(db_with_a) as src, TuningDB(path) as dst:
+        dst.import_jsonl(_export(src, tmp_path_factory.mktemp("export")))
+    far = dict(M=1024, N=16, K=1024)
+    tune(autotune.create_task("matmul", **far), trials=16, db=path, seed=0, measurer=KnobCost(), batch_size=16)
+    return path, *(autotune.create_task("matmul", **shape).workload_key for shape in (SHAPE_A, far))
+
+
+def test_transfer_takes_the_nearest_shapes_first(db_near_and_far, monkeypatch):
+    path, near, far = db_near_and_far
+    assert far < near                               # database order alone would take the far shape first
+    monkeypatch.setattr(transfer_module, "MAX_RECORDS", transfer_module.MIN_PER_WORKLOAD)     # room for one workload
+    with TuningDB(path) as db:
+        rows = load_transfer(autotune.create_task("matmul", **SHAPE_B), db, seed=0)
+    assert rows is not None and rows.workloads == 1 and set(rows.groups) == {near}
+
+
+def test_transferred_features_are_lowered_once_per_process(db_near_and_far, monkeypatch):
+    lowered = []
+    monkeypatch.setattr(transfer_module, "_features", MemoryCache(transfer_module.KEPT_FEATURES))
+    monkeypatch.setattr(transfer_module, "config_features", lambda t, i: lowered.append(i) or config_features(t, i))
+    with TuningDB(db_near_and_far[0]) as db:
+        first = load_transfer(autotune.create_task("matmul", **SHAPE_B), db, seed=0)
+        assert first is not None and len(lowered) == len(first) > 0
+        again = load_transfer(autotune.create_task("matmul", M=64, N=64, K=200), db, seed=0)   # another new shape
+    assert again is not None and len(lowered) == len(first)          # the same records, nothing lowered again
+    assert again.groups == first.groups and np.array_equal(again.ir, first.ir)
