@@ -128,7 +128,7 @@ class CheckDataStore:
         remove_orphans(Path(tempfile.gettempdir()))
         self.root = Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-"))
         self._cleanup = weakref.finalize(self, shutil.rmtree, self.root, True)
-        self._entries: OrderedDict[Hashable, CheckData] = OrderedDict()
+        self._entries: OrderedDict[Hashable, CheckData | Exception] = OrderedDict()
         self._made = 0
 
     def get(self, task: Task, options: dict[str, Any]) -> CheckData:
@@ -136,15 +136,25 @@ class CheckDataStore:
         return self.fetch(key, lambda directory: write_check_data(task, directory, options))
 
     def fetch(self, key: Hashable, make: Callable[[Path], CheckData]) -> CheckData:
-        """The data stored under `key`, or what `make` writes into a fresh directory."""
+        """The data stored under `key`, or what `make` writes into a fresh directory. A `make`
+        that failed raises its error again: a failing reference runs once, not once per candidate."""
         data = self._entries.get(key)
         if data is None:
             self._made += 1
-            data = self._entries[key] = make(self.root / f"task{self._made}")
+            directory = self.root / f"task{self._made}"
+            try:
+                data = make(directory)
+            except Exception as exc:  # noqa: BLE001  (kept and raised to each caller of this key)
+                shutil.rmtree(directory, ignore_errors=True)
+                data = exc
+            self._entries[key] = data
             while len(self._entries) > MAX_TASKS_ON_DISK:
                 _, old = self._entries.popitem(last=False)
-                shutil.rmtree(old.directory, ignore_errors=True)
+                if isinstance(old, CheckData):
+                    shutil.rmtree(old.directory, ignore_errors=True)
         self._entries.move_to_end(key)
+        if isinstance(data, Exception):
+            raise data.with_traceback(None)
         return data
 
     def close(self) -> None:

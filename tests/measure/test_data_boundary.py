@@ -102,7 +102,11 @@ def test_check_data_is_made_before_the_batch_builds():
     assert steps[:2] == ["check", "build"]
 
 
+REFERENCE_CALLS = []
+
+
 def _failing_reference(a, **_):
+    REFERENCE_CALLS.append(a.shape)
     raise RuntimeError("no reference today")
 
 
@@ -114,10 +118,13 @@ def no_reference(cfg, n: int, dtype: str = "float32"):
 
 
 def test_a_failing_reference_fails_each_candidate_not_the_batch():
+    REFERENCE_CALLS.clear()
+    task = create_task("testing.no_reference", n=5)
     with Measurer(OPTIONS) as m:
-        results = m.measure(create_task("testing.no_reference", n=5), [0])
-    assert [r.error_kind.name for r in results] == ["RUNTIME_ERROR"]
-    assert "no reference today" in results[0].error_msg
+        results = m.measure(task, [0, 0]) + m.measure(task, [0])
+    assert [r.error_kind.name for r in results] == ["RUNTIME_ERROR"] * 3
+    assert all("no reference today" in r.error_msg for r in results)
+    assert len(REFERENCE_CALLS) == 1        # run once for the task, not again for each candidate
 
 
 def test_check_data_is_made_once_per_task_and_read_back_exactly():
