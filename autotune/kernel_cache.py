@@ -166,12 +166,15 @@ class MemoryCache:
                 self._items.move_to_end(key)
                 return self._items[key]
         value = create()
+        self.put(key, value)
+        return value
+
+    def put(self, key: Any, value: Any) -> None:
         with self._lock:
             self._items[key] = value
             self._items.move_to_end(key)
             while len(self._items) > self.capacity:
                 self._items.popitem(last=False)
-        return value
 
     def clear(self) -> None:
         with self._lock:

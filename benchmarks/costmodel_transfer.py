@@ -26,9 +26,9 @@ import numpy as np
 import autotune
 from autotune.costmodel import XGBCostModel, spearman, top_k_recall
 from autotune.measure import MeasureOptions, Measurer
+from autotune.search.feature_cache import config_features
 from autotune.search.transfer import load_transfer
 from autotune.search.tune import tune
-from autotune.search.xgb import config_features
 from tuning_db import TuningDB
 
 SHAPES = {   # op: (training shapes: some with tails, as a database would hold; held-out shapes: odd)

@@ -22,8 +22,8 @@ import numpy as np
 import autotune
 from autotune.costmodel import XGBCostModel, spearman, top_k_recall
 from autotune.measure import MeasureOptions, Measurer
+from autotune.search.feature_cache import config_features
 from autotune.search.tune import tune
-from autotune.search.xgb import config_features
 from timing import seconds
 
 

@@ -3,13 +3,13 @@
 Loop-IR features and knob vectors mean the same thing at every shape of one template, so the
 records of other workloads of the op (same dtype and target) can train the cost models before a
 new shape has a single measurement, and their best configs are the first candidates worth
-trying. What warm start costs is lowering each transferred config in its own shape's task (tens
-of ms each for a GEMM, about 0.15 s for a conv: 192 conv configs took 29 s, Zen 4, the other
-core busy), so each workload gives at most its best few and a seeded random sample of the rest
-(ranking needs slow configs too), and all of them together at most MAX_RECORDS, taken from the
-nearest shapes first: what is fast at a shape says most about shapes of similar sizes. The
-features are kept for the process (a graph or a benchmark tunes many shapes from one database),
-and each workload's sample is seeded by its own key, so the next shape meets the same records.
+trying. What warm start costs is lowering each transferred config in its own shape's task the
+first time it is featurized (tens of ms each for a GEMM, about 0.15 s for a conv: 192 conv
+configs took 29 s, Zen 4, the other core busy; later reads come from feature_cache.py), so each
+workload gives at most its best few and a seeded random sample of the rest (ranking needs slow
+configs too), and all of them together at most MAX_RECORDS, taken from the nearest shapes first:
+what is fast at a shape says most about shapes of similar sizes. Each workload's sample is seeded
+by its own key, so the next shape meets the same records and their kept features.
 """
 from __future__ import annotations
 
@@ -17,23 +17,18 @@ import math
 import random
 import time
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 import numpy as np
 
 from ..errors import InstantiationError
-from ..kernel_cache import MemoryCache
 from ..schedules.task import Task, create_task
-from .xgb import config_features
+from .feature_cache import features_of
 
-MAX_RECORDS = 192           # GEMMs: about 4-8 s of lowering on a busy 2-core machine; convs up to 30 s
+MAX_RECORDS = 192           # lowered once: GEMMs 4-8 s on a busy 2-core machine, convs up to 30 s
 MIN_PER_WORKLOAD = 12
 STARTS_PER_WORKLOAD = 2     # each workload's best configs, tried in the new shape first
 UNLIKE = 4.0                # the distance of a parameter that is not a size and differs (16x in one size)
-KEPT_FEATURES = 8192        # featurized records kept for the process (a few MB)
-
-_features = MemoryCache(KEPT_FEATURES)      # (workload key, target key, config index) -> IR features
 
 
 @dataclass
@@ -102,20 +97,6 @@ def _index_here(task: Task, config: dict) -> int | None:
         return None
 
 
-def _featurize(other: Task, indices: list[int]) -> list[np.ndarray | None]:
-    """config_features of each index in `other` (None where it cannot be lowered), lowering only
-    what this process has not featurized before, on every core."""
-    keys = [(other.workload_key, other.target_key, i) for i in indices]
-    other.prelower([i for i, k in zip(indices, keys) if _features.get(k) is None])
-    out: list[np.ndarray | None] = []
-    for index, key in zip(indices, keys):
-        try:
-            out.append(_features.get_or_create(key, partial(config_features, other, index)))
-        except Exception:   # noqa: BLE001  (a config this version cannot lower: skipped)
-            out.append(None)
-    return out
-
-
 def load_transfer(task: Task, db: Any, seed: int | None) -> TransferSet | None:
     """The records of other shapes of `task`'s op in `db`, featurized; None when there are none."""
     t0 = time.perf_counter()
@@ -137,7 +118,7 @@ def load_transfer(task: Task, db: Any, seed: int | None) -> TransferSet | None:
         rng = random.Random(f"{seed}:{w.key}")
         picked = _pick(db.records(w.key, task.target_key, ok_only=True), quota, rng)[:max(0, MAX_RECORDS - len(groups))]
         found = [(r, i) for r in picked if (i := _index_here(other, r.config)) is not None]
-        for (rec, index), f in zip(found, _featurize(other, [i for _, i in found])):
+        for (rec, index), f in zip(found, features_of(other, [i for _, i in found])):
             if f is None:
                 continue
             ir.append(f)

@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..costmodel import XGBCostModel, extract
+from ..costmodel import XGBCostModel
 from ..measure.types import MeasureResult
 from ..schedules.task import Task
-from ..target import CpuFacts
 from .diverse import diverse_pick
+from .feature_cache import config_features, features_of
 from .sa import anneal
 from .tuner import Tuner
 
@@ -29,16 +29,6 @@ if TYPE_CHECKING:
     from .transfer import TransferSet
 
 MIN_TRAIN = 8  # rows (this task's and transferred) before the models take over from random
-
-
-def target_cpu(task: Task) -> CpuFacts | None:
-    """The vector width and cores the IR features relate to (None for GPU code)."""
-    return task.target.cpu if task.target.kind == "llvm" else None
-
-
-def config_features(task: Task, index: int) -> np.ndarray:
-    """The IR model's features of one config: its lowered loop IR plus its knob vector."""
-    return extract(task.lower(index), task.config_space.knob_vector(index), target_cpu(task))
 
 
 class XGBTuner(Tuner):
@@ -87,6 +77,8 @@ class XGBTuner(Tuner):
         if len(self.rows) + self.transferred < MIN_TRAIN:
             return
         own = [i for i, _ in self.rows]
+        missing = [i for i in dict.fromkeys(own) if i not in self._features]     # a resume's records
+        self._features.update((i, f) for i, f in zip(missing, features_of(self.task, missing)) if f is not None)
         ir = [self.ir_features(i) for i in own]
         knobs = list(self.knob_features(own))
         y = [t for _, t in self.rows]

@@ -16,11 +16,11 @@ import pytest
 import autotune
 from autotune.kernel_cache import MemoryCache
 from autotune.measure.types import ErrorKind, MeasureResult
-from autotune.search import transfer as transfer_module
+from autotune.search import feature_cache, transfer as transfer_module
 from autotune.search.diverse import diverse_pick
+from autotune.search.feature_cache import config_features
 from autotune.search.transfer import UNLIKE, _pick, load_transfer, shape_distance
 from autotune.search.tune import _resume, tune, tune_tasks
-from autotune.search.xgb import config_features
 from tuning_db import TuningDB
 
 
@@ -187,10 +187,11 @@ def test_transfer_takes_the_nearest_shapes_first(db_near_and_far, monkeypatch):
     assert rows is not None and rows.workloads == 1 and set(rows.groups) == {near}
 
 
-def test_transferred_features_are_lowered_once_per_process(db_near_and_far, monkeypatch):
+def test_transferred_features_are_lowered_once_per_process(db_near_and_far, monkeypatch, tmp_path):
     lowered = []
-    monkeypatch.setattr(transfer_module, "_features", MemoryCache(transfer_module.KEPT_FEATURES))
-    monkeypatch.setattr(transfer_module, "config_features", lambda t, i: lowered.append(i) or config_features(t, i))
+    monkeypatch.setenv("AUTOTUNE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(feature_cache, "_memory", MemoryCache(feature_cache.KEPT_IN_MEMORY))
+    monkeypatch.setattr(feature_cache, "config_features", lambda t, i: lowered.append(i) or config_features(t, i))
     with TuningDB(db_near_and_far[0]) as db:
         first = load_transfer(autotune.create_task("matmul", **SHAPE_B), db, seed=0)
         assert first is not None and len(lowered) == len(first) > 0
