@@ -4,7 +4,7 @@ Reads the lowered loop IR only (`autotune.ir.nodes` and the expression nodes it 
 `autotune.te.expr`), plus the target's vector width and cores (`autotune.target.CpuFacts`, a leaf);
 schedules, tensors and operations are never imported here.
 """
-from .features import FEATURE_LEN, MAX_BUFFERS, MAX_KNOBS, MAX_LOOPS, extract, feature_names
+from .features import FEATURE_LEN, MAX_BUFFERS, MAX_KNOBS, MAX_LOOPS, extract, feature_names, with_knobs
 from .metrics import group_spearman, pair_loss, rankdata, spearman, top_k_recall
 from .xgb_model import XGBCostModel, normalise
 
@@ -22,4 +22,5 @@ __all__ = [
     "rankdata",
     "spearman",
     "top_k_recall",
+    "with_knobs",
 ]

@@ -321,6 +321,14 @@ def extract(func: PrimFunc, knobs: Sequence[float] = (), cpu: CpuFacts | None = 
         levels = hot_levels(hot)
         _fill_levels(out, levels, hot_buffers(hot, levels))
     out[_FUNC_AT:_KNOB_AT] = _func_features(func, w, hot, cpu)
-    k = np.asarray(list(knobs)[:MAX_KNOBS], dtype=np.float64)
+    return with_knobs(out.astype(np.float32), knobs)
+
+
+def with_knobs(features: np.ndarray, knobs: Sequence[float]) -> np.ndarray:
+    """The features with their knob part set to `knobs` (the first MAX_KNOBS, the rest 0): a
+    record of another shape, re-expressed in the knob layout of the task it trains for."""
+    out = features.copy()
+    k = np.asarray(list(knobs)[:MAX_KNOBS], dtype=np.float32)
+    out[_KNOB_AT:_KNOB_AT + MAX_KNOBS] = 0
     out[_KNOB_AT:_KNOB_AT + len(k)] = k
-    return out.astype(np.float32)
+    return out

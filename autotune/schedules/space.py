@@ -362,21 +362,51 @@ class ConfigSpace:
 
     def knob_vector(self, index: int) -> list[float]:
         """The config as numbers for the cost model: split factors as log2, numeric knobs as
-        values, other knobs as their position (fixed length for a template, meaningful across shapes)."""
+        values, other knobs as their position in this space's list."""
         out: list[float] = []
         for k, i in zip(self.knobs.values(), self.point2knob(index)):
-            e = k.entities[i]
-            if k.kind == "split":
-                out.extend(math.log2(f) for f in e.size[1:])
-            elif k.kind == "other" and isinstance(e.val, (int, float)) and not isinstance(e.val, bool):
-                out.append(float(e.val))
+            out.extend(_knob_numbers(k, i))
+        return out
+
+    def aligned_knob_vector(self, knobs: dict[str, Any]) -> list[float]:
+        """The knob vector, in this space's layout, of a config of any shape of the template
+        (its JSON knob values). Spaces of one template differ by shape in their knobs, and in the
+        order of a knob's values (the rules list the default first), so values are looked up by
+        name and value; a knob this space lacks, or a value it cannot place, is NaN (missing)."""
+        out: list[float] = []
+        for name, k in self.knobs.items():
+            v = knobs.get(name)
+            values = [e.to_json() for e in k.entities]
+            if v in values:
+                out.extend(_knob_numbers(k, values.index(v)))
+            elif k.kind == "split":
+                out.extend(_log2_factors(v, len(k.entities[0].size)))
+            elif k.kind == "other" and isinstance(v, (int, float)) and not isinstance(v, bool):
+                out.append(float(v))        # a number this shape does not offer means the same
             else:
-                out.append(float(i))
+                out.append(math.nan)
         return out
 
     def __repr__(self) -> str:
         body = ", ".join(f"{n}: {len(k)}" for n, k in self.knobs.items())
         return f"ConfigSpace(len={len(self)}, {{{body}}})"
+
+
+def _knob_numbers(k: Knob, i: int) -> list[float]:
+    """The knob vector's numbers of value i of knob k (see ConfigSpace.knob_vector)."""
+    e = k.entities[i]
+    if k.kind == "split":
+        return [math.log2(f) for f in e.size[1:]]
+    if k.kind == "other" and isinstance(e.val, (int, float)) and not isinstance(e.val, bool):
+        return [float(e.val)]
+    return [float(i)]
+
+
+def _log2_factors(v: Any, parts: int) -> list[float]:
+    """log2 of a split's inner factors from its JSON value; NaN for a split of another shape."""
+    if isinstance(v, list) and len(v) == parts and all(isinstance(f, int) and f > 0 for f in v[1:]):
+        return [math.log2(f) for f in v[1:]]
+    return [math.nan] * (parts - 1)
 
 
 class ConfigEntity:

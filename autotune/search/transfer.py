@@ -1,6 +1,8 @@
 """Transfer: measured records of other shapes of the same op warm-start the model-guided tuner.
 
-Loop-IR features and knob vectors mean the same thing at every shape of one template, so the
+Loop-IR features mean the same thing at every shape of one template, and knob vectors do once
+a record's knob values are placed in the new shape's space by name and value
+(`ConfigSpace.aligned_knob_vector`: a conv's knobs and their order differ by shape), so the
 records of other workloads of the op (same dtype and target) can train the cost models before a
 new shape has a single measurement, and their best configs are the first candidates worth
 trying. What warm start costs is lowering each transferred config in its own shape's task the
@@ -21,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ..costmodel import with_knobs
 from ..errors import InstantiationError
 from ..schedules.task import Task, create_task
 from .feature_cache import features_of
@@ -102,7 +105,6 @@ def load_transfer(task: Task, db: Any, seed: int | None) -> TransferSet | None:
     t0 = time.perf_counter()
     others = _others(task, db)
     quota = max(MIN_PER_WORKLOAD, MAX_RECORDS // max(len(others), 1))
-    width = len(task.config_space.knob_vector(0))
     ir: list[np.ndarray] = []
     knobs: list[list[float]] = []
     thr: list[float] = []
@@ -113,16 +115,17 @@ def load_transfer(task: Task, db: Any, seed: int | None) -> TransferSet | None:
         if len(groups) >= MAX_RECORDS:
             break
         other = _task_of(task, w)
-        if other is None or len(other.config_space.knob_vector(0)) != width:
-            continue    # a knob layout that differs by shape is not the same space
+        if other is None:
+            continue
         rng = random.Random(f"{seed}:{w.key}")
         picked = _pick(db.records(w.key, task.target_key, ok_only=True), quota, rng)[:max(0, MAX_RECORDS - len(groups))]
         found = [(r, i) for r in picked if (i := _index_here(other, r.config)) is not None]
-        for (rec, index), f in zip(found, features_of(other, [i for _, i in found])):
+        for (rec, _), f in zip(found, features_of(other, [i for _, i in found])):
             if f is None:
                 continue
-            ir.append(f)
-            knobs.append(other.config_space.knob_vector(index))
+            aligned = task.config_space.aligned_knob_vector(rec.config["knobs"])
+            ir.append(with_knobs(f, aligned))
+            knobs.append(aligned)
             thr.append(1.0 / rec.cost)
             groups.append(w.key)
         used += bool(picked)

@@ -1,4 +1,6 @@
 """Config spaces and tasks: index <-> knobs <-> JSON, legality, task creation errors, flop counts."""
+import math
+
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -26,6 +28,50 @@ def test_index_knob_json_round_trip(index):
     cfg = space.get(index)
     assert space.from_json(cfg.to_json()).index == index
     assert len(space.knob_vector(index)) == len(space.knob_vector(0))
+    assert space.aligned_knob_vector(cfg.to_json()["knobs"]) == space.knob_vector(index)
+
+
+CONV_A = autotune.create_task("conv2d_grouped", N=1, C=64, H=56, W=56, F=64, KH=3, KW=3, stride=1, padding=1,
+                               dilation=1, groups=1)
+CONV_B = autotune.create_task("conv2d_grouped", N=1, C=256, H=14, W=14, F=256, KH=3, KW=3, stride=2, padding=1,
+                               dilation=1, groups=1)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(0, 2**32), st.integers(1, 12))
+def test_aligned_knob_vector_of_a_spaces_own_config_is_its_knob_vector(seed, steps):
+    import random
+
+    rng = random.Random(seed)
+    for task in (CONV_A, CONV_B):
+        index = task.default_index
+        for _ in range(steps):
+            index = task.config_space.neighbour(index, rng)
+        knobs = task.config(index).to_json()["knobs"]
+        assert task.config_space.aligned_knob_vector(knobs) == task.config_space.knob_vector(index)
+
+
+def test_aligned_knob_vector_places_another_shapes_values_by_name_and_value():
+    """Conv spaces differ by shape in their knobs and in the order of each knob's values (the
+    rules list the default first); a stride-2 layer has no Winograd knobs."""
+    here = CONV_B.config_space
+    knobs = dict(CONV_A.config(CONV_A.default_index).to_json()["knobs"], algorithm="nchwc")
+    vector = dict(zip(_slots(here), here.aligned_knob_vector(knobs)))
+    algorithms = [e.to_json() for e in here.knobs["algorithm"].entities]
+    assert vector["algorithm"] == algorithms.index("nchwc")                      # by value, not position
+    assert vector["nchwc_oc_bn"] == knobs["nchwc_oc_bn"]
+    assert not any(name.startswith("winograd") for name in vector)
+    other = {"algorithm": "winograd", "nchwc_oc_bn": 3, "tile_y": [-1, 3], "tile_f": [-1, 2, 4]}
+    vector = dict(zip(_slots(here), here.aligned_knob_vector(other)))
+    assert math.isnan(vector["algorithm"])                                      # a value this shape lacks
+    assert vector["nchwc_oc_bn"] == 3.0 and vector["tile_y.0"] == math.log2(3)  # numbers mean the same
+    assert math.isnan(vector["tile_f.0"]) and math.isnan(vector["gemm_tile_p.0"])   # another split; no knob
+
+
+def _slots(space):
+    """A name per number of the knob vector (split knobs give one per inner factor)."""
+    return [name if k.kind != "split" else f"{name}.{j}" for name, k in space.knobs.items()
+            for j in range(len(k.entities[0].size) - 1 if k.kind == "split" else 1)]
 
 
 def test_bad_configs_raise_instantiation_error():

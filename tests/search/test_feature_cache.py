@@ -1,15 +1,12 @@
 """The IR features of configs are lowered once: kept in memory for the process and on disk for
 the next one (keyed by autotune's source digest), so a resumed tune or a transfer does not lower
 its records again, and an edited template never reuses old features."""
-import time
-
 import numpy as np
 import pytest
 
 import autotune
 from autotune import kernel_cache
 from autotune.kernel_cache import MemoryCache
-from autotune.measure.types import ErrorKind, MeasureResult
 from autotune.search import feature_cache
 from autotune.search.tune import _resume, tune
 from tuning_db import TuningDB
@@ -56,20 +53,10 @@ def test_a_corrupt_disk_entry_is_lowered_again(lowered, monkeypatch, tmp_path):
     assert lowered == [3, 3] and np.array_equal(got, want)
 
 
-class IndexCost:
-    """A deterministic fake measurer: seconds from the config index."""
-
-    def measure(self, task, indices):
-        return [MeasureResult((1e-3 * (1 + i % 7),) * 3, ErrorKind.OK, "", 0.01, time.time()) for i in indices]
-
-    def close(self):
-        pass
-
-
-def test_a_resumed_tune_does_not_lower_its_records_again(lowered, monkeypatch, tmp_path):
+def test_a_resumed_tune_does_not_lower_its_records_again(lowered, monkeypatch, tmp_path, index_cost):
     db = str(tmp_path / "t.db")
     task = autotune.create_task("matmul", M=37, N=53, K=29)
-    tune(task, trials=24, db=db, seed=0, measurer=IndexCost(), batch_size=12)
+    tune(task, trials=24, db=db, seed=0, measurer=index_cost, batch_size=12)
     with TuningDB(db) as database:
         new_process(monkeypatch)
         _resume(autotune.create_task("matmul", M=37, N=53, K=29), "xgb", database, 0, False)

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import autotune
+from autotune.costmodel import MAX_KNOBS
 from autotune.kernel_cache import MemoryCache
 from autotune.measure.types import ErrorKind, MeasureResult
 from autotune.search import feature_cache, transfer as transfer_module
@@ -198,3 +199,31 @@ def test_transferred_features_are_lowered_once_per_process(db_near_and_far, monk
         again = load_transfer(autotune.create_task("matmul", M=64, N=64, K=200), db, seed=0)   # another new shape
     assert again is not None and len(lowered) == len(first)          # the same records, nothing lowered again
     assert again.groups == first.groups and np.array_equal(again.ir, first.ir)
+
+
+def _conv(**shape):
+    return autotune.create_task("conv2d_grouped", **dict(dict(N=1, C=16, H=15, W=15, F=16, KH=3, KW=3, stride=1,
+                                                              padding=1, dilation=1, groups=1), **shape))
+
+
+def test_records_of_other_knob_layouts_are_placed_by_knob_name_and_value(tmp_path, index_cost):
+    """A stride-2 conv's space has no Winograd knobs and lists its knobs in another order; its
+    records still train the models, each knob where the new shape's space has it."""
+    db = str(tmp_path / "conv.db")
+    sources = [_conv(), _conv(F=32, stride=2)]
+    assert len({len(t.config_space.knob_vector(0)) for t in sources}) == 2
+    for t in sources:
+        tune(t, trials=8, db=db, seed=0, measurer=index_cost, batch_size=8)
+    task = _conv(H=13, W=13)
+    with TuningDB(db) as database:
+        rows = load_transfer(task, database, seed=0)
+        want = [task.config_space.aligned_knob_vector(r.config["knobs"])
+                for t in sources for r in database.records(t.workload_key, task.target_key, ok_only=True)]
+    assert rows is not None and rows.workloads == 2 and len(rows) == len(want) == 16
+    assert sorted(map(_key, rows.knobs)) == sorted(map(_key, want))
+    knob_features = [v[:MAX_KNOBS] + [0.0] * (MAX_KNOBS - len(v[:MAX_KNOBS])) for v in want]   # the IR rows' tail
+    assert sorted(map(_key, rows.ir[:, -MAX_KNOBS:])) == sorted(map(_key, knob_features))
+
+
+def _key(vector):
+    return repr([round(float(x), 4) for x in vector])
