@@ -4,8 +4,9 @@ Two models are refit after every batch, both ranking within one group per worklo
 - a knob model (the config's knob values): cheap enough to score the thousands of points that
   simulated annealing visits, so it proposes a candidate pool;
 - an IR model (features of the lowered loop IR plus the knobs): it ranks the pool.
-Both mean the same at every shape of a template, so both are warm-started with records of other
-shapes of the same op (transfer, search/transfer.py): with them the first batch is already chosen
+Both mean the same at every shape of a template (another shape's knob values placed in this
+space by name), so both are warm-started with records of other shapes of the same op (transfer,
+search/transfer.py): with them the first batch is already chosen
 by the models, starting from the other shapes' best configs. The batch is picked from the ranked
 pool greedily with a penalty for resembling configs already picked (search/diverse.py), and a
 fraction `epsilon` of it is random, so the models keep seeing where they are wrong.
