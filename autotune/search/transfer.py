@@ -38,8 +38,8 @@ UNLIKE = 4.0                # the distance of a parameter that is not a size and
 class TransferSet:
     """Rows of other workloads for the cost models, and candidate configs for this task."""
 
-    ir: np.ndarray              # IR features (config_features in the record's own task)
-    knobs: np.ndarray           # knob vectors
+    ir: np.ndarray              # IR features: the record's loop IR in its own task, its knobs placed as below
+    knobs: np.ndarray           # knob vectors in this task's layout (ConfigSpace.aligned_knob_vector)
     throughput: np.ndarray      # 1 / seconds
     groups: list[str]           # workload key of each row (one ranking group per workload)
     starts: list[int]           # this task's indices of the other workloads' best configs
