@@ -376,11 +376,12 @@ class ConfigSpace:
         out: list[float] = []
         for name, k in self.knobs.items():
             v = knobs.get(name)
+            if k.kind == "split":               # factors mean the same whether or not this shape offers them
+                out.extend(_log2_factors(v, len(k.entities[0].size)))
+                continue
             values = [e.to_json() for e in k.entities]
             if v in values:
                 out.extend(_knob_numbers(k, values.index(v)))
-            elif k.kind == "split":
-                out.extend(_log2_factors(v, len(k.entities[0].size)))
             elif k.kind == "other" and isinstance(v, (int, float)) and not isinstance(v, bool):
                 out.append(float(v))        # a number this shape does not offer means the same
             else:
@@ -396,7 +397,7 @@ def _knob_numbers(k: Knob, i: int) -> list[float]:
     """The knob vector's numbers of value i of knob k (see ConfigSpace.knob_vector)."""
     e = k.entities[i]
     if k.kind == "split":
-        return [math.log2(f) for f in e.size[1:]]
+        return _log2_factors(e.to_json(), len(e.size))
     if k.kind == "other" and isinstance(e.val, (int, float)) and not isinstance(e.val, bool):
         return [float(e.val)]
     return [float(i)]

@@ -18,7 +18,7 @@ from ..schedules.task import Task
 from ..target import CpuFacts
 
 KEPT_IN_MEMORY = 8192       # featurized configs (a few MB)
-_DTYPE = np.dtype("<f8")
+_DTYPE = np.dtype("<f4")     # extract's float32
 
 _memory = MemoryCache(KEPT_IN_MEMORY)     # (workload key, target key, config index) -> features
 
@@ -44,7 +44,7 @@ def _read(disk: DiskCache, key: str) -> np.ndarray | None:
     meta, data = hit
     if meta.get("kind") != "ir_features" or meta.get("length") != len(data) // _DTYPE.itemsize:
         return None
-    return np.frombuffer(data, dtype=_DTYPE).astype(np.float64)   # a writable copy
+    return np.frombuffer(data, dtype=_DTYPE).astype(np.float32)   # a writable copy, as extract returns
 
 
 def _lowered_features(task: Task, index: int, disk: DiskCache) -> np.ndarray:

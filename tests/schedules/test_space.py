@@ -1,5 +1,6 @@
 """Config spaces and tasks: index <-> knobs <-> JSON, legality, task creation errors, flop counts."""
 import math
+import random
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -40,8 +41,6 @@ CONV_B = autotune.create_task("conv2d_grouped", N=1, C=256, H=14, W=14, F=256, K
 @settings(max_examples=50, deadline=None)
 @given(st.integers(0, 2**32), st.integers(1, 12))
 def test_aligned_knob_vector_of_a_spaces_own_config_is_its_knob_vector(seed, steps):
-    import random
-
     rng = random.Random(seed)
     for task in (CONV_A, CONV_B):
         index = task.default_index
