@@ -2,7 +2,7 @@
 onnxruntime on every shape of benchmarks/generalization_cases.py, measured in one run.
 
     python benchmarks/generalization.py [--quick] [--only REGEX] [--trials N] [--no-transfer]
-                                        [--json rows.json] [--workdir DIR]
+                                        [--json rows.json] [--workdir DIR [--resume]]
 
 1. no transfer: each shape is tuned with N xgb trials (64; --quick: 8 shapes, 16 trials) into a
    fresh database of its own;
@@ -20,6 +20,12 @@ onnxruntime on every shape of benchmarks/generalization_cases.py, measured in on
    waits for it at every barrier, and medians of whole rounds measured 3 to 100x slower than the
    same code on a quiet core pair (numpy's sgemm, the tuned kernels); the fastest call is what
    the code does when it runs.
+
+The whole catalogue at 64 trials takes hours; with --workdir and --resume a run killed part way
+is started again where it stopped: each pass of each shape is kept (its database, its trials'
+costs and wall time, beside the shape's name, the trial count, a digest of autotune's source and,
+with transfer, the other shapes it had) and reused only where all of those still hold. The
+timing (3.) is always this run's, of every shape.
 
 Columns: the pass-1 kernel's GFLOP/s, x numpy, x onnxruntime; t90 = trials until the best so far
 is within 90% of the shape's best throughput (the best tuner-measured time of either pass); the
@@ -62,6 +68,7 @@ from timing import interleaved, seconds
 from tune_matmul import trials_to_reach
 
 import autotune
+from autotune.kernel_cache import compiler_digest
 from autotune.measure.worker.run import hoisted_inputs
 from autotune.runtime import hoist
 
@@ -70,6 +77,7 @@ HAS_TRANSFER = "transfer" in inspect.signature(autotune.tune).parameters
 TARGET_GEOMEAN, TARGET_MIN, TARGET_ODD, TARGET_T90 = 1.1, 0.8, 0.9, 16
 ROUNDS = 5
 MOVED = 1.5           # tuner figure against this run's timing: beyond it, the speed moved
+KEPT = " (kept from an earlier run)"
 
 
 @dataclass
@@ -90,6 +98,49 @@ def empty_db(path: Path) -> Path:
     return path
 
 
+def slug(case: Case) -> str:
+    """The shape's name as a file name."""
+    return re.sub(r"[^A-Za-z0-9.=-]+", "_", case.name)
+
+
+def pass_file(work: Path, label: str, case: Case, ext: str) -> Path:
+    """One of the files of one pass of one shape (named by the shape: a run of another selection
+    of shapes finds them)."""
+    return work / f"{label}-{slug(case)}{ext}"
+
+
+def pass_facts(case: Case, trials: int, others: list[str]) -> dict[str, Any]:
+    """What a kept pass must have been run with: the shape, the trials, autotune's source (a
+    kernel of other code is not this code's) and, with transfer, the shapes whose records it had."""
+    return {"shape": case.name, "trials": trials, "compiler": compiler_digest(), "others": others}
+
+
+def kept_pass(work: Path, label: str, case: Case, facts: dict[str, Any]) -> Tuned | None:
+    """The pass an earlier run stored in `work` (--resume), or None where it is missing, was run
+    with other facts or lost its database."""
+    path, db = pass_file(work, label, case, ".json"), pass_file(work, label, case, ".db")
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if saved.get("facts") != facts or not db.exists():
+        return None
+    costs = [math.inf if c is None else c for c in saved["costs"]]
+    best = math.inf if saved["best_seconds"] is None else saved["best_seconds"]
+    return Tuned(db, best, costs, saved["seconds"], saved["errors"])
+
+
+def keep_pass(work: Path, label: str, case: Case, facts: dict[str, Any], t: Tuned) -> None:
+    """Store a finished pass for --resume (written whole, then renamed: a run killed while
+    writing leaves no half a record)."""
+    costs = [c if math.isfinite(c) else None for c in t.costs]
+    best = t.best_seconds if math.isfinite(t.best_seconds) else None
+    tmp = pass_file(work, label, case, ".json.tmp")
+    tmp.write_text(json.dumps({"facts": facts, "best_seconds": best, "costs": costs, "seconds": t.seconds,
+                               "errors": t.errors}))
+    tmp.replace(pass_file(work, label, case, ".json"))
+
+
 def tune_one(case: Case, db: Path, trials: int, transfer: bool) -> Tuned:
     kwargs = {"transfer": transfer} if HAS_TRANSFER else {}
     t0 = time.perf_counter()
@@ -103,35 +154,45 @@ def announce(label: str, i: int, n: int, case: Case, t: Tuned, note: str = "") -
           f"{t.errors} errors, {t.seconds:.0f} s{note}", flush=True)
 
 
-def pass_fresh(cases: list[Case], trials: int, work: Path) -> list[Tuned]:
+def pass_fresh(cases: list[Case], trials: int, work: Path, resume: bool) -> list[Tuned]:
     """Pass 1: each shape into a fresh database; its records are also exported for pass 2."""
     from tuning_db import TuningDB
 
     done = []
     for i, case in enumerate(cases):
-        t = tune_one(case, empty_db(work / f"fresh-{i:03d}.db"), trials, transfer=False)
-        with TuningDB(t.db) as db:
-            db.export_jsonl(work / f"fresh-{i:03d}.jsonl")
-        announce("no transfer", i, len(cases), case, t)
+        facts, records = pass_facts(case, trials, []), pass_file(work, "fresh", case, ".jsonl")
+        t = kept_pass(work, "fresh", case, facts) if resume and records.exists() else None
+        note = KEPT
+        if t is None:
+            t, note = tune_one(case, empty_db(pass_file(work, "fresh", case, ".db")), trials, transfer=False), ""
+            with TuningDB(t.db) as db:
+                db.export_jsonl(records)
+            keep_pass(work, "fresh", case, facts, t)
+        announce("no transfer", i, len(cases), case, t, note)
         done.append(t)
     return done
 
 
-def pass_transfer(cases: list[Case], trials: int, work: Path) -> list[Tuned]:
+def pass_transfer(cases: list[Case], trials: int, work: Path, resume: bool) -> list[Tuned]:
     """Pass 2: each shape from scratch in a database holding every other shape's pass-1 records."""
     from tuning_db import TuningDB
 
     done = []
     for i, case in enumerate(cases):
-        merged, db = work / "others.jsonl", empty_db(work / f"transfer-{i:03d}.db")
-        with open(merged, "w", encoding="utf-8") as out:
-            for j in range(len(cases)):
-                if j != i:
-                    out.write((work / f"fresh-{j:03d}.jsonl").read_text(encoding="utf-8"))
-        with TuningDB(db) as d:
-            others = d.import_jsonl(merged)
-        t = tune_one(case, db, trials, transfer=True)
-        announce("transfer", i, len(cases), case, t, f"; {others} records of other shapes in its database")
+        others = [c for c in cases if c is not case]
+        facts = pass_facts(case, trials, [c.name for c in others])
+        t = kept_pass(work, "transfer", case, facts) if resume else None
+        note = KEPT
+        if t is None:
+            merged, db = work / "others.jsonl", empty_db(pass_file(work, "transfer", case, ".db"))
+            with open(merged, "w", encoding="utf-8") as out:
+                for other in others:
+                    out.write(pass_file(work, "fresh", other, ".jsonl").read_text(encoding="utf-8"))
+            with TuningDB(db) as d:
+                note = f"; {d.import_jsonl(merged)} records of other shapes in its database"
+            t = tune_one(case, db, trials, transfer=True)
+            keep_pass(work, "transfer", case, facts, t)
+        announce("transfer", i, len(cases), case, t, note)
         done.append(t)
     return done
 
@@ -294,7 +355,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--no-transfer", action="store_true", help="skip the pass with transfer")
     ap.add_argument("--json", metavar="PATH", help="write the machine and per-shape rows as JSON")
     ap.add_argument("--workdir", metavar="DIR", help="keep the databases here (default: a temporary directory)")
+    ap.add_argument("--resume", action="store_true",
+                    help="with --workdir: keep each pass an earlier run of this code finished there (the same "
+                         "trials; with transfer, the same other shapes); tune the rest, then time every shape")
     args = ap.parse_args(argv)
+    if args.resume and not args.workdir:
+        ap.error("--resume needs --workdir (the directory of the run it resumes)")
     args.trials = args.trials or (16 if args.quick else 64)
     return args
 
@@ -307,8 +373,8 @@ def select(args: argparse.Namespace) -> list[Case]:
 def run(args: argparse.Namespace, cases: list[Case], work: Path) -> list[dict[str, Any]]:
     print(f"{len(cases)} shapes, {args.trials} xgb trials per shape and pass", flush=True)
     t0 = time.perf_counter()
-    fresh = pass_fresh(cases, args.trials, work)
-    xfer = [] if args.no_transfer else pass_transfer(cases, args.trials, work)
+    fresh = pass_fresh(cases, args.trials, work, args.resume)
+    xfer = [] if args.no_transfer else pass_transfer(cases, args.trials, work, args.resume)
     print(f"tuning took {time.perf_counter() - t0:.0f} s; timing in this process\n{HEADER}", flush=True)
     rows = []
     for i, case in enumerate(cases):
@@ -324,6 +390,9 @@ def main(argv: list[str]) -> int:
     cases = select(args)
     if not cases:
         print(f"generalization: no shape's name matches {args.only!r}", file=sys.stderr)
+        return 2
+    if len({slug(c) for c in cases}) < len(cases):
+        print("generalization: two shapes' names give one file name", file=sys.stderr)
         return 2
     try:
         import onnx  # noqa: F401

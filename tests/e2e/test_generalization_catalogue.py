@@ -88,19 +88,61 @@ def test_a_layers_kernel_is_tuned_with_its_weights_constant(cases_module):
     assert algorithm == ["gemm", "nchwc"]       # read in place per call / repacked once, then blocked
 
 
-def test_the_summary_names_the_kernels_whose_speed_moved(monkeypatch):
-    """A kernel the tuner measured at 210 GFLOP/s and the benchmark at 100 is named, not averaged in."""
+@pytest.fixture
+def bench(monkeypatch):
+    """benchmarks/generalization.py as a module (it sets the thread variables on import: kept as they are)."""
     for var in ("AUTOTUNE_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        monkeypatch.setenv(var, os.environ.get(var, "2"))        # the module sets them on import
+        monkeypatch.setenv(var, os.environ.get(var, "2"))
     monkeypatch.syspath_prepend(str(BENCHMARKS))
     import generalization
 
-    try:
-        rows = [{"name": "a", "fresh": {"gflops": 100.0, "tuner_gflops": 210.0},
-                 "transfer": {"gflops": 100.0, "tuner_gflops": 120.0}},
-                {"name": "b", "fresh": {"gflops": None, "tuner_gflops": 50.0}}]
-        line = generalization.moved_line(rows)
-    finally:
-        for name in ("generalization", "generalization_cases", "references", "timing", "tune_matmul"):
-            sys.modules.pop(name, None)
+    yield generalization
+    for name in ("generalization", "generalization_cases", "references", "timing", "tune_matmul"):
+        sys.modules.pop(name, None)
+
+
+def test_the_summary_names_the_kernels_whose_speed_moved(bench):
+    """A kernel the tuner measured at 210 GFLOP/s and the benchmark at 100 is named, not averaged in."""
+    rows = [{"name": "a", "fresh": {"gflops": 100.0, "tuner_gflops": 210.0},
+             "transfer": {"gflops": 100.0, "tuner_gflops": 120.0}},
+            {"name": "b", "fresh": {"gflops": None, "tuner_gflops": 50.0}}]
+    line = bench.moved_line(rows)
     assert line == "tuner and this timing within 1.5x of each other: 1 of 2 kernels  [a (fresh) 210 -> 100]"
+
+
+def test_a_resumed_run_keeps_the_passes_that_still_hold(bench, monkeypatch, tmp_path):
+    """--resume: a finished pass is kept (costs, failed trials included, and wall time); one of
+    other trials, of other code, with another set of other shapes or without its database is
+    tuned again."""
+    from tuning_db import TuningDB
+
+    tuned = []
+
+    def fake_tune(case, db, trials, transfer):
+        tuned.append((case.name, transfer))
+        TuningDB(db).close()
+        return bench.Tuned(db, 0.5, [1.0, math.inf, 0.5][:trials], 7.0, 1)
+
+    monkeypatch.setattr(bench, "tune_one", fake_tune)
+    cases = [c for c in bench.catalogue() if c.name in ("resnet50 layer1.0.conv2", "random matmul 1",
+                                                        "mobilenet_v2 block3.dw")]
+    first = bench.pass_fresh(cases[:2], 3, tmp_path, resume=True)
+    assert len(tuned) == 2 and first[0].costs == [1.0, math.inf, 0.5]
+    again = bench.pass_fresh(cases[:2], 3, tmp_path, resume=True)
+    assert len(tuned) == 2 and [(t.costs, t.best_seconds, t.seconds, t.errors) for t in again] == \
+        [(t.costs, t.best_seconds, t.seconds, t.errors) for t in first]
+    bench.pass_fresh(cases[:2], 2, tmp_path, resume=True)                     # other trials
+    assert len(tuned) == 4
+    bench.pass_fresh(cases[:1], 2, tmp_path, resume=False)                    # not resumed
+    assert len(tuned) == 5
+    bench.pass_transfer(cases[:2], 2, tmp_path, resume=True)
+    bench.pass_transfer(cases[:2], 2, tmp_path, resume=True)
+    assert tuned[5:] == [(cases[0].name, True), (cases[1].name, True)]
+    bench.pass_fresh(cases, 2, tmp_path, resume=True)                         # one more shape:
+    bench.pass_transfer(cases, 2, tmp_path, resume=True)                      # every transfer differs
+    assert tuned[7:] == [(cases[2].name, False)] + [(c.name, True) for c in cases]
+    bench.pass_file(tmp_path, "fresh", cases[0], ".db").unlink()
+    monkeypatch.setattr(bench, "compiler_digest", lambda: "edited")
+    bench.pass_fresh(cases[1:], 2, tmp_path, resume=True)                     # other code
+    bench.pass_fresh(cases[:1], 2, tmp_path, resume=True)                     # database gone
+    assert tuned[11:] == [(cases[1].name, False), (cases[2].name, False), (cases[0].name, False)]
