@@ -4,7 +4,9 @@ Transfer featurizes other shapes' records by lowering each config in its own tas
 conv config), and the same records serve every new shape of the op. Features are kept in memory
 for the process (a graph or a benchmark tunes many shapes in one) and on disk for the next one (a
 CLI tune per shape): in the kernel cache's store, keyed as a kernel is, by workload, target,
-config and a digest of autotune's source, so features of an edited template are never reused.
+config and a digest of autotune's source, so features of an edited template are never reused,
+and by the task's constant inputs (their weight transforms are hoisted out of the kernel that is
+featurized).
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from ..target import CpuFacts
 KEPT_IN_MEMORY = 8192       # featurized configs (a few MB)
 _DTYPE = np.dtype("<f4")     # extract's float32
 
-_memory = MemoryCache(KEPT_IN_MEMORY)     # (workload key, target key, config index) -> features
+_memory = MemoryCache(KEPT_IN_MEMORY)     # _memory_key -> features
 
 
 def target_cpu(task: Task) -> CpuFacts | None:
@@ -33,8 +35,13 @@ def config_features(task: Task, index: int) -> np.ndarray:
     return extract(task.lower(index), task.config_space.knob_vector(index), target_cpu(task))
 
 
+def _memory_key(task: Task, index: int) -> tuple:
+    return task.workload_key, task.target_key, task.constant_inputs, index
+
+
 def _disk_key(task: Task, index: int) -> str:
-    return entry_key(task.workload_key, task.target_key, {"ir_features": task.config(index).to_json()})
+    return entry_key(task.workload_key, task.target_key,
+                     {"ir_features": task.config(index).to_json(), "constant_inputs": list(task.constant_inputs)})
 
 
 def _read(disk: DiskCache, key: str) -> np.ndarray | None:
@@ -59,7 +66,7 @@ def features_of(task: Task, indices: list[int], disk: DiskCache | None = None) -
     """config_features of each index of `task` (None where it cannot be lowered), lowering only
     the configs that neither this process nor the disk cache featurized before, on every core."""
     disk = disk if disk is not None else DiskCache()
-    keys = [(task.workload_key, task.target_key, i) for i in indices]
+    keys = [_memory_key(task, i) for i in indices]
     for index, key in zip(indices, keys):
         if _memory.get(key) is None and (f := _read(disk, _disk_key(task, index))) is not None:
             _memory.put(key, f)

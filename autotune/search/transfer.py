@@ -73,9 +73,14 @@ def _others(task: Task, db: Any) -> list[Any]:
 
 
 def _task_of(task: Task, w: Any) -> Task | None:
-    """The other workload's task (None for a shape this version's template refuses)."""
+    """The other workload's task, its inputs constant where `task`'s are, so that its records are
+    lowered as this task's candidates are (weight transforms hoisted out of the kernel: without,
+    a blocked or Winograd conv's features would count the repacking its measurement did not run);
+    None for a shape this version's template refuses."""
     try:
-        return create_task(task.name, target=task.target, dtype=w.dtype, **w.params)
+        other = create_task(task.name, target=task.target, dtype=w.dtype, **w.params)
+        other.set_constant_inputs(task.constant_inputs)
+        return other
     except (ValueError, TypeError):
         return None
 

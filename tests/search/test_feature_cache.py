@@ -64,3 +64,25 @@ def test_a_resumed_tune_does_not_lower_its_records_again(lowered, monkeypatch, t
         new_process(monkeypatch)
         tuner, _ = _resume(autotune.create_task("matmul", M=37, N=53, K=29), "xgb", database, 0, False)
     assert len(lowered) == first and tuner._fitted and len(tuner.rows) == 24
+
+
+def test_features_of_a_task_with_constant_inputs_are_kept_apart(lowered, monkeypatch):
+    """A blocked conv with its weights constant is featurized without its weight repacking (hoisted
+    out, as it is measured): another kernel than the plain task's config, kept under its own key."""
+    def conv(constant=()):
+        task = autotune.create_task("conv2d_grouped", N=1, C=16, H=15, W=15, F=32, KH=3, KW=3, stride=1,
+                                    padding=1, dilation=1, groups=1)
+        task.set_constant_inputs(constant)
+        return task
+
+    plain, hoisted = conv(), conv((1,))
+    index = next(i for i in range(len(plain.config_space))
+                 if plain.config(i)["algorithm"].val == "nchwc" and plain.is_valid(i))
+    want = [feature_cache.config_features(t, index) for t in (plain, hoisted)]
+    assert not np.array_equal(*want)
+    lowered.clear()
+    got = [feature_cache.features_of(t, [index])[0] for t in (plain, hoisted)]
+    new_process(monkeypatch)
+    again = [feature_cache.features_of(t, [index])[0] for t in (conv(), conv((1,)))]
+    assert lowered == [index, index]                                    # each lowered once, then read from disk
+    assert all(np.array_equal(g, w) for g, w in zip(got + again, want + want))

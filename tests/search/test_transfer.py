@@ -227,3 +227,27 @@ def test_records_of_other_knob_layouts_are_placed_by_knob_name_and_value(tmp_pat
 
 def _key(vector):
     return repr([round(float(x), 4) for x in vector])
+
+
+def test_records_are_featurized_with_the_new_tasks_constant_inputs(tmp_path, index_cost, monkeypatch):
+    """A model's conv layer is tuned with its weights constant (their transforms hoisted out of the
+    kernel, as `compile_model` runs it); in the next process the records of that layer are
+    featurized the same way for another, so a transferred row and a candidate of the same config
+    mean the same kernel."""
+    db = str(tmp_path / "conv.db")
+    source = _conv(F=24)
+    source.set_constant_inputs((1,))
+    tune(source, trials=12, db=db, seed=0, measurer=index_cost, batch_size=12)
+    monkeypatch.setenv("AUTOTUNE_CACHE", str(tmp_path / "cache"))                     # the next process
+    monkeypatch.setattr(feature_cache, "_memory", MemoryCache(feature_cache.KEPT_IN_MEMORY))
+    task = _conv(H=13, W=13)
+    task.set_constant_inputs((1,))
+    plain = _conv(F=24)
+    with TuningDB(db) as database:
+        rows = load_transfer(task, database, seed=0)
+        indices = [source.config_space.from_json(r.config).index
+                   for r in database.records(source.workload_key, task.target_key, ok_only=True)]
+    assert rows is not None and len(rows) == len(indices) == 12
+    hoisted = {_key(config_features(source, i)[:-MAX_KNOBS]) for i in indices}
+    assert {_key(f[:-MAX_KNOBS]) for f in rows.ir} == hoisted
+    assert hoisted != {_key(config_features(plain, i)[:-MAX_KNOBS]) for i in indices}
