@@ -24,7 +24,8 @@ onnxruntime on every shape of benchmarks/generalization_cases.py, measured in on
 The whole catalogue at 64 trials takes hours; with --workdir and --resume a run killed part way
 is started again where it stopped: each pass of each shape is kept (its database, its trials'
 costs and wall time, beside the shape's name, the trial count, a digest of autotune's source and,
-with transfer, the other shapes it had) and reused only where all of those still hold. The
+with transfer, a digest of the other shapes' records it had) and reused only where all of those
+still hold. The
 timing (3.) is always this run's, of every shape.
 
 Columns: the pass-1 kernel's GFLOP/s, x numpy, x onnxruntime; t90 = trials until the best so far
@@ -49,6 +50,7 @@ for _var in ("AUTOTUNE_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", 
     os.environ.setdefault(_var, "2")
 
 import argparse
+import hashlib
 import inspect
 import json
 import math
@@ -109,10 +111,15 @@ def pass_file(work: Path, label: str, case: Case, ext: str) -> Path:
     return work / f"{label}-{slug(case)}{ext}"
 
 
-def pass_facts(case: Case, trials: int, others: list[str]) -> dict[str, Any]:
+def pass_facts(case: Case, trials: int, others: list[Path]) -> dict[str, Any]:
     """What a kept pass must have been run with: the shape, the trials, autotune's source (a
-    kernel of other code is not this code's) and, with transfer, the shapes whose records it had."""
-    return {"shape": case.name, "trials": trials, "compiler": compiler_digest(), "others": others}
+    kernel of other code is not this code's) and, with transfer, the records of other shapes it
+    had (their files' names and a digest of their bytes: a shape tuned again changes them)."""
+    records = hashlib.sha256()
+    for path in others:
+        records.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return {"shape": case.name, "trials": trials, "compiler": compiler_digest(),
+            "others": [p.name for p in others], "others_sha256": records.hexdigest() if others else None}
 
 
 def kept_pass(work: Path, label: str, case: Case, facts: dict[str, Any]) -> Tuned | None:
@@ -179,15 +186,15 @@ def pass_transfer(cases: list[Case], trials: int, work: Path, resume: bool) -> l
 
     done = []
     for i, case in enumerate(cases):
-        others = [c for c in cases if c is not case]
-        facts = pass_facts(case, trials, [c.name for c in others])
+        others = [pass_file(work, "fresh", c, ".jsonl") for c in cases if c is not case]
+        facts = pass_facts(case, trials, others)
         t = kept_pass(work, "transfer", case, facts) if resume else None
         note = KEPT
         if t is None:
             merged, db = work / "others.jsonl", empty_db(pass_file(work, "transfer", case, ".db"))
             with open(merged, "w", encoding="utf-8") as out:
-                for other in others:
-                    out.write(pass_file(work, "fresh", other, ".jsonl").read_text(encoding="utf-8"))
+                for path in others:
+                    out.write(path.read_text(encoding="utf-8"))
             with TuningDB(db) as d:
                 note = f"; {d.import_jsonl(merged)} records of other shapes in its database"
             t = tune_one(case, db, trials, transfer=True)

@@ -112,8 +112,8 @@ def test_the_summary_names_the_kernels_whose_speed_moved(bench):
 
 def test_a_resumed_run_keeps_the_passes_that_still_hold(bench, monkeypatch, tmp_path):
     """--resume: a finished pass is kept (costs, failed trials included, and wall time); one of
-    other trials, of other code, with another set of other shapes or without its database is
-    tuned again."""
+    other trials, of other code, with other shapes' records or without its database is tuned
+    again."""
     from tuning_db import TuningDB
 
     tuned = []
@@ -141,8 +141,12 @@ def test_a_resumed_run_keeps_the_passes_that_still_hold(bench, monkeypatch, tmp_
     bench.pass_fresh(cases, 2, tmp_path, resume=True)                         # one more shape:
     bench.pass_transfer(cases, 2, tmp_path, resume=True)                      # every transfer differs
     assert tuned[7:] == [(cases[2].name, False)] + [(c.name, True) for c in cases]
+    with open(bench.pass_file(tmp_path, "fresh", cases[2], ".jsonl"), "a", encoding="utf-8") as f:
+        f.write("\n")                                                        # its records changed
+    bench.pass_transfer(cases, 2, tmp_path, resume=True)
+    assert tuned[11:] == [(c.name, True) for c in cases[:2]]
     bench.pass_file(tmp_path, "fresh", cases[0], ".db").unlink()
     monkeypatch.setattr(bench, "compiler_digest", lambda: "edited")
     bench.pass_fresh(cases[1:], 2, tmp_path, resume=True)                     # other code
     bench.pass_fresh(cases[:1], 2, tmp_path, resume=True)                     # database gone
-    assert tuned[11:] == [(cases[1].name, False), (cases[2].name, False), (cases[0].name, False)]
+    assert tuned[13:] == [(cases[1].name, False), (cases[2].name, False), (cases[0].name, False)]
