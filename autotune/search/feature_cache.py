@@ -1,7 +1,9 @@
 """The IR model's features of configs, kept so that each measured config is lowered once.
 
 Transfer featurizes other shapes' records by lowering each config in its own task (0.15 s for a
-conv config), and the same records serve every new shape of the op. Features are kept in memory
+conv config), and the same records serve every new shape of the op. The xgb tuner keeps the
+features it computed to rank a config it then measured (`keep`), so most records are never
+lowered for their features again; the rest are lowered once here. Features are kept in memory
 for the process (a graph or a benchmark tunes many shapes in one) and on disk for the next one (a
 CLI tune per shape): in the kernel cache's store, keyed as a kernel is, by workload, target,
 config and a digest of autotune's source, so features of an edited template are never reused,
@@ -54,12 +56,23 @@ def _read(disk: DiskCache, key: str) -> np.ndarray | None:
     return np.frombuffer(data, dtype=_DTYPE).astype(np.float32)   # a writable copy, as extract returns
 
 
+def _store(disk: DiskCache, task: Task, index: int, features: np.ndarray) -> None:
+    disk.put(_disk_key(task, index), {"kind": "ir_features", "length": len(features)},
+             np.ascontiguousarray(features, dtype=_DTYPE).tobytes())
+
+
 def _lowered_features(task: Task, index: int, disk: DiskCache) -> np.ndarray:
     """The config's features, lowered now, and stored on disk for the next process."""
     f = config_features(task, index)
-    disk.put(_disk_key(task, index), {"kind": "ir_features", "length": len(f)},
-             np.ascontiguousarray(f, dtype=_DTYPE).tobytes())
+    _store(disk, task, index, f)
     return f
+
+
+def keep(task: Task, index: int, features: np.ndarray, disk: DiskCache | None = None) -> None:
+    """Keep the features a tuner computed for a config it measured (to rank it among its pool), in
+    memory and on disk: the record's features for a later transfer or resume, not lowered again."""
+    _memory.put(_memory_key(task, index), features)
+    _store(disk if disk is not None else DiskCache(), task, index, features)
 
 
 def features_of(task: Task, indices: list[int], disk: DiskCache | None = None) -> list[np.ndarray | None]:

@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..costmodel import XGBCostModel
+from ..kernel_cache import DiskCache
 from ..measure.types import MeasureResult
 from ..schedules.task import Task
 from .diverse import diverse_pick
-from .feature_cache import config_features, features_of
+from .feature_cache import config_features, features_of, keep
 from .sa import anneal
 from .tuner import Tuner
 
@@ -45,6 +46,7 @@ class XGBTuner(Tuner):
         self.rows: list[tuple[int, float]] = []            # (config index, throughput) of ok results
         self.transfer: TransferSet | None = None
         self._features: dict[int, np.ndarray] = {}
+        self._disk = DiskCache()                # where measured configs' features are kept (feature_cache)
         self._fitted = False
 
     @property
@@ -72,6 +74,8 @@ class XGBTuner(Tuner):
         for idx, res in zip(indices, results):
             if res.ok and res.cost > 0:
                 self.rows.append((idx, 1.0 / res.cost))
+                if (f := self._features.get(idx)) is not None:
+                    keep(self.task, idx, f, self._disk)     # a record now: the next process reads them
         self._refit()
 
     def _refit(self) -> None:
@@ -79,7 +83,8 @@ class XGBTuner(Tuner):
             return
         own = [i for i, _ in self.rows]
         missing = [i for i in dict.fromkeys(own) if i not in self._features]     # a resume's records
-        self._features.update((i, f) for i, f in zip(missing, features_of(self.task, missing)) if f is not None)
+        self._features.update((i, f) for i, f in zip(missing, features_of(self.task, missing, self._disk))
+                              if f is not None)
         ir = [self.ir_features(i) for i in own]
         knobs = list(self.knob_features(own))
         y = [t for _, t in self.rows]

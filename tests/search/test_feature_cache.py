@@ -86,3 +86,20 @@ def test_features_of_a_task_with_constant_inputs_are_kept_apart(lowered, monkeyp
     again = [feature_cache.features_of(t, [index])[0] for t in (conv(), conv((1,)))]
     assert lowered == [index, index]                                    # each lowered once, then read from disk
     assert all(np.array_equal(g, w) for g, w in zip(got + again, want + want))
+
+
+def test_a_tune_keeps_its_records_features_for_the_next_process(lowered, monkeypatch, tmp_path, index_cost):
+    """What the tuner featurized to rank a pool, for the configs it measured, is on disk when the
+    next process transfers or resumes from those records: nothing is lowered for them again."""
+    db = str(tmp_path / "t.db")
+    tune(autotune.create_task("matmul", M=37, N=53, K=29), trials=24, db=db, seed=0, measurer=index_cost,
+         batch_size=8)
+    with TuningDB(db) as database:
+        records = database.records(autotune.create_task("matmul", M=37, N=53, K=29).workload_key)
+    task = autotune.create_task("matmul", M=37, N=53, K=29)
+    indices = [task.config_space.from_json(r.config).index for r in records]
+    new_process(monkeypatch)
+    lowered.clear()
+    got = feature_cache.features_of(task, indices)
+    assert len(indices) == 24 and lowered == []
+    assert all(np.array_equal(g, feature_cache.config_features(task, i)) for g, i in zip(got, indices))
