@@ -25,8 +25,7 @@ The whole catalogue at 64 trials takes hours; with --workdir and --resume a run 
 is started again where it stopped: each pass of each shape is kept (its database, its trials'
 costs and wall time, beside the shape's name, the trial count, a digest of autotune's source and,
 with transfer, a digest of the other shapes' records it had) and reused only where all of those
-still hold. The
-timing (3.) is always this run's, of every shape.
+still hold. The timing (3.) is always this run's, of every shape.
 
 Columns: the pass-1 kernel's GFLOP/s, x numpy, x onnxruntime; t90 = trials until the best so far
 is within 90% of the shape's best throughput (the best tuner-measured time of either pass); the
@@ -111,15 +110,15 @@ def pass_file(work: Path, label: str, case: Case, ext: str) -> Path:
     return work / f"{label}-{slug(case)}{ext}"
 
 
-def pass_facts(case: Case, trials: int, others: list[Path]) -> dict[str, Any]:
+def pass_facts(case: Case, trials: int, others: dict[str, bytes]) -> dict[str, Any]:
     """What a kept pass must have been run with: the shape, the trials, autotune's source (a
     kernel of other code is not this code's) and, with transfer, the records of other shapes it
     had (their files' names and a digest of their bytes: a shape tuned again changes them)."""
     records = hashlib.sha256()
-    for path in others:
-        records.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    for name, data in others.items():
+        records.update(name.encode() + b"\0" + data + b"\0")
     return {"shape": case.name, "trials": trials, "compiler": compiler_digest(),
-            "others": [p.name for p in others], "others_sha256": records.hexdigest() if others else None}
+            "others": list(others), "others_sha256": records.hexdigest() if others else None}
 
 
 def kept_pass(work: Path, label: str, case: Case, facts: dict[str, Any]) -> Tuned | None:
@@ -167,7 +166,7 @@ def pass_fresh(cases: list[Case], trials: int, work: Path, resume: bool) -> list
 
     done = []
     for i, case in enumerate(cases):
-        facts, records = pass_facts(case, trials, []), pass_file(work, "fresh", case, ".jsonl")
+        facts, records = pass_facts(case, trials, {}), pass_file(work, "fresh", case, ".jsonl")
         t = kept_pass(work, "fresh", case, facts) if resume and records.exists() else None
         note = KEPT
         if t is None:
@@ -186,15 +185,14 @@ def pass_transfer(cases: list[Case], trials: int, work: Path, resume: bool) -> l
 
     done = []
     for i, case in enumerate(cases):
-        others = [pass_file(work, "fresh", c, ".jsonl") for c in cases if c is not case]
+        files = [pass_file(work, "fresh", c, ".jsonl") for c in cases if c is not case]
+        others = {path.name: path.read_bytes() for path in files}       # read once: digested, then merged
         facts = pass_facts(case, trials, others)
         t = kept_pass(work, "transfer", case, facts) if resume else None
         note = KEPT
         if t is None:
             merged, db = work / "others.jsonl", empty_db(pass_file(work, "transfer", case, ".db"))
-            with open(merged, "w", encoding="utf-8") as out:
-                for path in others:
-                    out.write(path.read_text(encoding="utf-8"))
+            merged.write_bytes(b"".join(others.values()))
             with TuningDB(db) as d:
                 note = f"; {d.import_jsonl(merged)} records of other shapes in its database"
             t = tune_one(case, db, trials, transfer=True)
@@ -364,7 +362,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--workdir", metavar="DIR", help="keep the databases here (default: a temporary directory)")
     ap.add_argument("--resume", action="store_true",
                     help="with --workdir: keep each pass an earlier run of this code finished there (the same "
-                         "trials; with transfer, the same other shapes); tune the rest, then time every shape")
+                         "trials; with transfer, the same other shapes' records); tune the rest, then time every "
+                         "shape")
     args = ap.parse_args(argv)
     if args.resume and not args.workdir:
         ap.error("--resume needs --workdir (the directory of the run it resumes)")
