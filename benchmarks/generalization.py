@@ -183,10 +183,12 @@ def pass_transfer(cases: list[Case], trials: int, work: Path, resume: bool) -> l
     """Pass 2: each shape from scratch in a database holding every other shape's pass-1 records."""
     from tuning_db import TuningDB
 
+    files = (pass_file(work, "fresh", c, ".jsonl") for c in cases)
+    records = {path.name: path.read_bytes() for path in files}      # read once: digested, then merged
     done = []
     for i, case in enumerate(cases):
-        files = [pass_file(work, "fresh", c, ".jsonl") for c in cases if c is not case]
-        others = {path.name: path.read_bytes() for path in files}       # read once: digested, then merged
+        own = pass_file(work, "fresh", case, ".jsonl").name
+        others = {name: data for name, data in records.items() if name != own}
         facts = pass_facts(case, trials, others)
         t = kept_pass(work, "transfer", case, facts) if resume else None
         note = KEPT
